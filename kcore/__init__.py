@@ -1,0 +1,1 @@
+"""kcore: see DESIGN.md."""

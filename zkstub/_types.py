@@ -1,0 +1,99 @@
+"""The data zkstub's API speaks: Stat, watch events, client states, multi ops."""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+
+@attrs.frozen
+class Stat:
+    """A znode's Stat, field for field as ZooKeeper's (`org.apache.zookeeper.data.Stat`)."""
+
+    czxid: int
+    mzxid: int
+    ctime: int  # milliseconds since the epoch, from the injected wall clock
+    mtime: int
+    version: int
+    cversion: int
+    aversion: int
+    ephemeralOwner: int  # noqa: N815 (ZooKeeper's name)
+    dataLength: int  # noqa: N815
+    numChildren: int  # noqa: N815
+    pzxid: int
+
+
+class EventType(enum.Enum):
+    """Watch event types, named as kazoo names them."""
+
+    CREATED = 1  # ZooKeeper's NodeCreated
+    DELETED = 2  # NodeDeleted
+    CHANGED = 3  # NodeDataChanged
+    CHILD = 4  # NodeChildrenChanged
+
+
+@attrs.frozen
+class WatchedEvent:
+    type: EventType
+    path: str
+
+
+class ClientState(enum.Enum):
+    CONNECTING = "CONNECTING"
+    CONNECTED = "CONNECTED"
+    SUSPENDED = "SUSPENDED"  # connection lost; the session may still be alive
+    EXPIRED = "EXPIRED"
+    CLOSED = "CLOSED"
+
+
+@attrs.frozen
+class CreateOp:
+    path: str
+    data: bytes | None = b""
+    ephemeral: bool = False
+    sequence: bool = False
+
+
+@attrs.frozen
+class DeleteOp:
+    path: str
+    version: int = -1
+
+
+@attrs.frozen
+class SetDataOp:
+    path: str
+    data: bytes | None
+    version: int = -1
+
+
+@attrs.frozen
+class CheckOp:
+    path: str
+    version: int
+
+
+MultiOp = CreateOp | DeleteOp | SetDataOp | CheckOp
+
+
+class Op:
+    """Factories for `multi` ops: `Op.create`, `Op.delete`, `Op.set`, `Op.check`."""
+
+    @staticmethod
+    def create(
+        path: str, data: bytes | None = b"", *, ephemeral: bool = False, sequence: bool = False
+    ) -> CreateOp:
+        return CreateOp(path, data, ephemeral, sequence)
+
+    @staticmethod
+    def delete(path: str, version: int = -1) -> DeleteOp:
+        return DeleteOp(path, version)
+
+    @staticmethod
+    def set(path: str, data: bytes | None, version: int = -1) -> SetDataOp:
+        return SetDataOp(path, data, version)
+
+    @staticmethod
+    def check(path: str, version: int) -> CheckOp:
+        return CheckOp(path, version)
