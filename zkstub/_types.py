@@ -18,9 +18,9 @@ class Stat:
     version: int
     cversion: int
     aversion: int
-    ephemeralOwner: int  # noqa: N815 (ZooKeeper's name)
-    dataLength: int  # noqa: N815
-    numChildren: int  # noqa: N815
+    ephemeralOwner: int  # camelCase: ZooKeeper's names, as kazoo has them
+    dataLength: int
+    numChildren: int
     pzxid: int
 
 
