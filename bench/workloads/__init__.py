@@ -1,0 +1,69 @@
+"""The registry of named workloads `python -m bench run NAME` knows.
+
+A workload is an async function `run(rows, options) -> list[summary dict]`: it writes its
+measurements through `rows` (a `bench._rows.RowWriter`) and returns a few headline figures
+for the console. Register one with `@workload("name", "what it measures")` in a module
+imported at the bottom of this file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import attrs
+
+from bench._rows import RowWriter
+
+__all__ = ["SUITES", "WORKLOADS", "Workload", "WorkloadOptions", "get_workload", "workload"]
+
+SUITES = ("quick", "full")
+
+
+@attrs.frozen
+class WorkloadOptions:
+    suite: str = "full"  # "quick": the same cases, measured briefly (smoke runs, CI)
+    seed: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if self.suite not in SUITES:
+            raise ValueError(f"unknown suite {self.suite!r}; expected one of {SUITES}")
+
+    @property
+    def quick(self) -> bool:
+        return self.suite == "quick"
+
+
+Summary = list[dict[str, object]]
+RunWorkload = Callable[[RowWriter, WorkloadOptions], Awaitable[Summary]]
+
+
+@attrs.frozen
+class Workload:
+    name: str
+    description: str
+    run: RunWorkload
+
+
+WORKLOADS: dict[str, Workload] = {}
+
+
+def workload(name: str, description: str) -> Callable[[RunWorkload], RunWorkload]:
+    def register(run: RunWorkload) -> RunWorkload:
+        if name in WORKLOADS:
+            raise ValueError(f"workload {name!r} is registered twice")
+        WORKLOADS[name] = Workload(name, description, run)
+        return run
+
+    return register
+
+
+def get_workload(name: str) -> Workload:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        known = ", ".join(sorted(WORKLOADS)) or "none"
+        raise KeyError(f"unknown workload {name!r} (known: {known})") from None
+
+
+# Importing a workload module registers it.
+from bench.workloads import transport_raw  # noqa: E402, F401

@@ -1,0 +1,1 @@
+"""The controller: election, the event processor, state machines and the channel to brokers."""

@@ -1,0 +1,109 @@
+"""The controller's view of the cluster (Kafka's ControllerContext): live brokers and their
+epochs, topics, replica assignments, partition leadership, and the controller's own epoch.
+Pure data, touched only by the controller's event task."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+from kcore.common import Broker, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+
+INITIAL_CONTROLLER_EPOCH = 0
+INITIAL_CONTROLLER_EPOCH_ZK_VERSION = 0
+
+
+@attrs.define
+class ControllerContext:
+    epoch: int = INITIAL_CONTROLLER_EPOCH
+    epoch_zk_version: int = INITIAL_CONTROLLER_EPOCH_ZK_VERSION
+    live_brokers: dict[int, Broker] = attrs.field(factory=dict)  # id -> broker (with epoch)
+    shutting_down_broker_ids: set[int] = attrs.field(factory=set)
+    all_topics: set[str] = attrs.field(factory=set)
+    topic_ids: dict[str, str] = attrs.field(factory=dict)
+    partition_assignments: dict[str, dict[int, ReplicaAssignment]] = attrs.field(factory=dict)
+    partition_leadership: dict[TopicPartition, LeaderIsrAndControllerEpoch] = attrs.field(
+        factory=dict
+    )
+    topics_to_be_deleted: set[str] = attrs.field(factory=set)
+
+    # -- brokers --------------------------------------------------------------------------
+
+    def add_live_brokers(self, brokers: Iterable[Broker]) -> None:
+        for broker in brokers:
+            self.live_brokers[broker.id] = broker
+
+    def remove_live_brokers(self, broker_ids: Iterable[int]) -> None:
+        for broker_id in broker_ids:
+            self.live_brokers.pop(broker_id, None)
+            self.shutting_down_broker_ids.discard(broker_id)
+
+    @property
+    def live_broker_ids(self) -> set[int]:
+        """Live and not shutting down (Kafka's liveBrokerIds)."""
+        return set(self.live_brokers) - self.shutting_down_broker_ids
+
+    @property
+    def live_or_shutting_down_broker_ids(self) -> set[int]:
+        return set(self.live_brokers)
+
+    def live_broker_epochs(self) -> dict[int, int]:
+        return {broker_id: b.epoch for broker_id, b in sorted(self.live_brokers.items())}
+
+    def is_live_or_shutting_down(self, broker_id: int) -> bool:
+        return broker_id in self.live_brokers
+
+    # -- topics and partitions ------------------------------------------------------------
+
+    def set_topic_assignment(
+        self, topic: str, topic_id: str | None, assignment: dict[int, ReplicaAssignment]
+    ) -> None:
+        self.all_topics.add(topic)
+        if topic_id is not None:
+            self.topic_ids[topic] = topic_id
+        self.partition_assignments[topic] = dict(assignment)
+
+    def remove_topic(self, topic: str) -> None:
+        self.all_topics.discard(topic)
+        self.topic_ids.pop(topic, None)
+        for partition in self.partition_assignments.pop(topic, {}):
+            self.partition_leadership.pop(TopicPartition(topic, partition), None)
+        self.topics_to_be_deleted.discard(topic)
+
+    def assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        return self.partition_assignments.get(tp.topic, {}).get(tp.partition, ReplicaAssignment(()))
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        return self.assignment(tp).replicas
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return [
+            TopicPartition(topic, partition)
+            for topic in sorted(self.partition_assignments)
+            for partition in sorted(self.partition_assignments[topic])
+        ]
+
+    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
+        return [TopicPartition(topic, p) for p in sorted(self.partition_assignments.get(topic, {}))]
+
+    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp in self.all_partitions() if broker_id in self.replicas(tp)]
+
+    def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
+        return sorted(
+            tp
+            for tp, state in self.partition_leadership.items()
+            if state.leader_and_isr.leader == broker_id
+        )
+
+    def is_replica_online(self, broker_id: int, include_shutting_down: bool = False) -> bool:
+        if include_shutting_down:
+            return broker_id in self.live_brokers
+        return broker_id in self.live_broker_ids
+
+    def reset(self) -> None:
+        """What resignation forgets (the epoch stays: it is the last one this broker saw)."""
+        epoch, epoch_zk_version = self.epoch, self.epoch_zk_version
+        self.__init__()  # type: ignore[misc]
+        self.epoch, self.epoch_zk_version = epoch, epoch_zk_version

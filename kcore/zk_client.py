@@ -1,0 +1,418 @@
+"""KafkaZkClient: Kafka's ZooKeeper operations on top of any zkstub client.
+
+Every write the controller makes goes through `fenced(...)`: a multi whose first op checks
+the version of `/controller_epoch` the controller was elected with, so a controller that was
+replaced (a zombie behind a partition, a paused process) cannot write. A failed check is
+ControllerMovedError, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+
+import zkstub
+from kcore import zkdata
+from kcore.common import (
+    Broker,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+    TopicPartition,
+)
+
+logger = logging.getLogger("kcore.zk_client")
+
+INITIAL_CONTROLLER_EPOCH = 0
+INITIAL_CONTROLLER_EPOCH_ZK_VERSION = 0
+MATCH_ANY_VERSION = -1
+
+
+class ControllerMovedError(Exception):
+    """Another broker became controller: this one's write was fenced, or its election lost."""
+
+
+@attrs.frozen
+class UpdateLeaderAndIsrResult:
+    """Per partition: the written LeaderAndIsr (with its new partition epoch) or the error;
+    partitions whose znode version moved (BadVersion) are to be retried after a re-read."""
+
+    finished: dict[TopicPartition, LeaderAndIsr | Exception]
+    to_retry: list[TopicPartition]
+
+
+@attrs.define
+class KafkaZkClient:
+    zk: Any  # a zkstub ZkClient (in-process, network, or the kazoo adapter)
+    clock: Callable[[], float]  # wall clock (seconds) for the timestamps Kafka stamps
+    # The session this client registered its ephemerals with (KAFKA-7165: an ephemeral
+    # left by our own previous session is deleted and re-created).
+    _registered_session_id: int | None = None
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- start-up -------------------------------------------------------------------------
+
+    async def create_top_level_paths(self) -> None:
+        for path in zkdata.PERSISTENT_PATHS:
+            await self.make_sure_persistent_path_exists(path)
+
+    async def make_sure_persistent_path_exists(self, path: str) -> None:
+        try:
+            await self.zk.create(path, None, make_parents=True)
+        except zkstub.NodeExistsError:
+            pass
+
+    async def get_or_create_cluster_id(self, proposed: str) -> str:
+        try:
+            data, _ = await self.zk.get(zkdata.CLUSTER_ID)
+            return zkdata.decode_cluster_id(data)
+        except zkstub.NoNodeError:
+            pass
+        try:
+            await self.zk.create(
+                zkdata.CLUSTER_ID, zkdata.encode_cluster_id(proposed), make_parents=True
+            )
+            return proposed
+        except zkstub.NodeExistsError:  # another broker won the race
+            data, _ = await self.zk.get(zkdata.CLUSTER_ID)
+            return zkdata.decode_cluster_id(data)
+
+    # -- brokers --------------------------------------------------------------------------
+
+    async def register_broker(self, broker: Broker) -> int:
+        """Creates `/brokers/ids/N` as an ephemeral; returns the broker epoch (its czxid)."""
+        path = zkdata.broker_path(broker.id)
+        stat = await self._checked_ephemeral_create(
+            path, zkdata.encode_broker(broker, self._now_ms())
+        )
+        logger.info(
+            "Registered broker %d at path %s with addresses: %s, czxid (broker epoch): %d",
+            broker.id, path, ",".join(e.connection_string for e in broker.endpoints), stat.czxid,
+        )  # fmt: skip
+        return stat.czxid
+
+    async def _checked_ephemeral_create(self, path: str, data: bytes) -> zkstub.Stat:
+        while True:
+            # Create empty, then set: the znode's version then tells a registration apart
+            # from a node that was merely created (Kafka's CheckedEphemeral does the same).
+            results = await self.zk.multi(
+                [zkstub.Op.create(path, None, ephemeral=True), zkstub.Op.set(path, data, 0)]
+            )
+            if not isinstance(results[0], Exception):
+                self._registered_session_id = self.zk.session_id
+                return results[1]
+            if not isinstance(results[0], zkstub.NodeExistsError):
+                raise results[0]
+            try:
+                _, stat = await self.zk.get(path)
+            except zkstub.NoNodeError:
+                logger.info("The ephemeral node at %s went away while reading it; retrying", path)
+                continue
+            owner = stat.ephemeralOwner
+            if owner == self.zk.session_id:
+                return stat
+            if owner == self._registered_session_id:
+                logger.info(
+                    "Ephemeral %s is owned by this client's previous session 0x%x, not the "
+                    "current 0x%x: deleting and re-creating it",
+                    path, owner, self.zk.session_id,
+                )  # fmt: skip
+                try:
+                    await self.zk.delete(path, version=stat.version)
+                except (zkstub.NoNodeError, zkstub.BadVersionError):
+                    pass
+                continue
+            logger.error(
+                "Error while creating ephemeral at %s, node already exists and owner 0x%x "
+                "does not match current session 0x%x", path, owner, self.zk.session_id,
+            )  # fmt: skip
+            raise zkstub.NodeExistsError(path=path)
+
+    async def get_all_brokers(self) -> dict[int, Broker]:
+        """Every registered broker, with its epoch, by id."""
+        brokers = {}
+        for child in await self.zk.get_children(zkdata.BROKER_IDS):
+            if not child.isdigit():
+                continue
+            broker_id = int(child)
+            try:
+                data, stat = await self.zk.get(zkdata.broker_path(broker_id))
+            except zkstub.NoNodeError:
+                continue  # went away while we listed
+            brokers[broker_id] = zkdata.decode_broker(broker_id, data, stat.czxid)
+        return dict(sorted(brokers.items()))
+
+    # -- controller election --------------------------------------------------------------
+
+    async def get_controller_id(self, watch=None) -> int | None:
+        try:
+            data, _ = await self.zk.get(zkdata.CONTROLLER, watch=watch)
+        except zkstub.NoNodeError:
+            if watch is not None:
+                await self.zk.exists(zkdata.CONTROLLER, watch=watch)
+            return None
+        return zkdata.decode_controller(data)
+
+    async def watch_controller(self, watch) -> int | None:
+        """Registers an existence/data watch on /controller (the ControllerChange handler)
+        and returns the current controller id, if any."""
+        stat = await self.zk.exists(zkdata.CONTROLLER, watch=watch)
+        if stat is None:
+            return None
+        try:
+            data, _ = await self.zk.get(zkdata.CONTROLLER)
+        except zkstub.NoNodeError:
+            return None
+        return zkdata.decode_controller(data)
+
+    async def get_controller_epoch(self) -> tuple[int, zkstub.Stat] | None:
+        try:
+            data, stat = await self.zk.get(zkdata.CONTROLLER_EPOCH)
+        except zkstub.NoNodeError:
+            return None
+        return zkdata.decode_controller_epoch(data), stat
+
+    async def register_controller_and_increment_controller_epoch(
+        self, controller_id: int
+    ) -> tuple[int, int]:
+        """Creates /controller and bumps /controller_epoch in one multi conditioned on the
+        epoch's version; returns (new epoch, epoch znode version). ControllerMovedError when
+        another broker got there first."""
+        timestamp = self._now_ms()
+        current = await self.get_controller_epoch()
+        if current is None:
+            epoch, epoch_version = await self._maybe_create_controller_epoch()
+        else:
+            epoch, epoch_version = current[0], current[1].version
+        new_epoch = epoch + 1
+        results = await self.zk.multi(
+            [
+                zkstub.Op.create(
+                    zkdata.CONTROLLER,
+                    zkdata.encode_controller(controller_id, timestamp),
+                    ephemeral=True,
+                ),
+                zkstub.Op.set(
+                    zkdata.CONTROLLER_EPOCH,
+                    zkdata.encode_controller_epoch(new_epoch),
+                    epoch_version,
+                ),
+            ]
+        )
+        failure = next(
+            (r for r in results if isinstance(r, Exception) and not _is_multi_filler(r)), None
+        )
+        if failure is None:
+            return new_epoch, results[1].version
+        if isinstance(failure, zkstub.NodeExistsError | zkstub.BadVersionError):
+            return await self._check_controller_and_epoch(controller_id, new_epoch)
+        raise failure
+
+    async def _maybe_create_controller_epoch(self) -> tuple[int, int]:
+        try:
+            await self.zk.create(
+                zkdata.CONTROLLER_EPOCH, zkdata.encode_controller_epoch(INITIAL_CONTROLLER_EPOCH)
+            )
+            logger.info(
+                "Successfully created %s with initial epoch %d",
+                zkdata.CONTROLLER_EPOCH, INITIAL_CONTROLLER_EPOCH,
+            )  # fmt: skip
+            return INITIAL_CONTROLLER_EPOCH, INITIAL_CONTROLLER_EPOCH_ZK_VERSION
+        except zkstub.NodeExistsError:
+            current = await self.get_controller_epoch()
+            if current is None:
+                raise RuntimeError(f"{zkdata.CONTROLLER_EPOCH} went away while read") from None
+            return current[0], current[1].version
+
+    async def _check_controller_and_epoch(
+        self, controller_id: int, new_epoch: int
+    ) -> tuple[int, int]:
+        """After NodeExists / BadVersion: our own earlier attempt may have succeeded (e.g. a
+        reply lost with the connection). It did if /controller is ours at the new epoch."""
+        current_id = await self.get_controller_id()
+        if current_id is None:
+            raise ControllerMovedError(
+                f"The ephemeral node at {zkdata.CONTROLLER} went away while checking whether "
+                "the controller election succeeds. Aborting controller startup procedure"
+            )
+        if current_id == controller_id:
+            current = await self.get_controller_epoch()
+            if current is not None and current[0] == new_epoch:
+                return new_epoch, current[1].version
+        raise ControllerMovedError(
+            "Controller moved to another broker. Aborting controller startup procedure"
+        )
+
+    async def delete_controller(self, expected_epoch_zk_version: int) -> None:
+        """Resignation: deletes /controller, fenced by the epoch version."""
+        try:
+            await self.fenced(zkstub.Op.delete(zkdata.CONTROLLER), expected_epoch_zk_version)
+        except zkstub.NoNodeError:
+            pass
+
+    # -- fenced writes --------------------------------------------------------------------
+
+    async def fenced(self, op: zkstub.MultiOp, expected_epoch_zk_version: int) -> Any:
+        """Runs one write op conditioned on /controller_epoch still having the version this
+        controller was elected with. Returns the op's result or raises its error."""
+        check = zkstub.Op.check(zkdata.CONTROLLER_EPOCH, expected_epoch_zk_version)
+        check_result, op_result = await self.zk.multi([check, op])
+        if isinstance(check_result, zkstub.BadVersionError):
+            raise ControllerMovedError(
+                f"Controller epoch zkVersion check fails. Expected zkVersion = "
+                f"{expected_epoch_zk_version}"
+            )
+        if isinstance(check_result, Exception) and not _is_multi_filler(check_result):
+            raise check_result
+        if isinstance(op_result, Exception):
+            raise op_result
+        return op_result
+
+    # -- topics and partitions ------------------------------------------------------------
+
+    async def get_all_topics(self, watch=None) -> list[str]:
+        return await self.zk.get_children(zkdata.BROKER_TOPICS, watch=watch)
+
+    async def get_replica_assignment(
+        self, topic: str, watch=None
+    ) -> tuple[str | None, dict[int, ReplicaAssignment]] | None:
+        try:
+            data, _ = await self.zk.get(zkdata.topic_path(topic), watch=watch)
+        except zkstub.NoNodeError:
+            return None
+        return zkdata.decode_topic(topic, data)
+
+    async def create_topic_assignment(
+        self, topic: str, topic_id: str | None, assignment: Mapping[int, ReplicaAssignment]
+    ) -> None:
+        """What the admin path writes (not the controller): NodeExistsError if it exists."""
+        await self.zk.create(zkdata.topic_path(topic), zkdata.encode_topic(topic_id, assignment))
+
+    async def set_topic_assignment(
+        self,
+        topic: str,
+        topic_id: str | None,
+        assignment: Mapping[int, ReplicaAssignment],
+        expected_epoch_zk_version: int,
+    ) -> None:
+        await self.fenced(
+            zkstub.Op.set(zkdata.topic_path(topic), zkdata.encode_topic(topic_id, assignment)),
+            expected_epoch_zk_version,
+        )
+
+    async def get_partition_state(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
+        try:
+            data, stat = await self.zk.get(zkdata.partition_state_path(tp))
+        except zkstub.NoNodeError:
+            return None
+        return zkdata.decode_partition_state(tp, data, stat.version)
+
+    async def create_partition_states(
+        self,
+        states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
+        expected_epoch_zk_version: int,
+    ) -> dict[TopicPartition, Exception | None]:
+        """Creates `partitions/P/state` (and its parents) for new partitions; per partition
+        None on success or the error (NodeExistsError if it was there already)."""
+        outcome: dict[TopicPartition, Exception | None] = {}
+        for topic in sorted({tp.topic for tp in states}):
+            await self._fenced_create_if_absent(
+                zkdata.partitions_path(topic), expected_epoch_zk_version
+            )
+        for tp in sorted(states):
+            await self._fenced_create_if_absent(
+                zkdata.partition_path(tp), expected_epoch_zk_version
+            )
+            try:
+                await self.fenced(
+                    zkstub.Op.create(
+                        zkdata.partition_state_path(tp), zkdata.encode_partition_state(states[tp])
+                    ),
+                    expected_epoch_zk_version,
+                )
+                outcome[tp] = None
+            except ControllerMovedError:
+                raise
+            except zkstub.ZkError as error:
+                outcome[tp] = error
+        return outcome
+
+    async def _fenced_create_if_absent(self, path: str, expected_epoch_zk_version: int) -> None:
+        try:
+            await self.fenced(zkstub.Op.create(path, None), expected_epoch_zk_version)
+        except zkstub.NodeExistsError:
+            pass
+
+    async def update_leader_and_isr(
+        self,
+        leader_and_isrs: Mapping[TopicPartition, LeaderAndIsr],
+        controller_epoch: int,
+        expected_epoch_zk_version: int,
+    ) -> UpdateLeaderAndIsrResult:
+        """Writes each partition's state conditioned on its partition epoch (znode version)."""
+        finished: dict[TopicPartition, LeaderAndIsr | Exception] = {}
+        to_retry: list[TopicPartition] = []
+        for tp in sorted(leader_and_isrs):
+            leader_and_isr = leader_and_isrs[tp]
+            state = LeaderIsrAndControllerEpoch(leader_and_isr, controller_epoch)
+            try:
+                stat = await self.fenced(
+                    zkstub.Op.set(
+                        zkdata.partition_state_path(tp),
+                        zkdata.encode_partition_state(state),
+                        leader_and_isr.partition_epoch,
+                    ),
+                    expected_epoch_zk_version,
+                )
+            except ControllerMovedError:
+                raise
+            except zkstub.BadVersionError:
+                to_retry.append(tp)
+                continue
+            except zkstub.ZkError as error:
+                finished[tp] = error
+                continue
+            finished[tp] = leader_and_isr.with_partition_epoch(stat.version)
+        return UpdateLeaderAndIsrResult(finished, to_retry)
+
+    # -- notifications --------------------------------------------------------------------
+
+    async def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> str:
+        """What a leader writes after changing an ISR: a sequential notification node."""
+        return await self.zk.create(
+            zkdata.isr_change_path(), zkdata.encode_isr_change(partitions), sequence=True
+        )
+
+    async def get_isr_change_notifications(self, watch=None) -> list[str]:
+        return await self.zk.get_children(zkdata.ISR_CHANGE_NOTIFICATION, watch=watch)
+
+    async def read_isr_change_notifications(self, names: Iterable[str]) -> set[TopicPartition]:
+        partitions: set[TopicPartition] = set()
+        for name in names:
+            try:
+                data, _ = await self.zk.get(zkdata.isr_change_path(name))
+            except zkstub.NoNodeError:
+                continue
+            partitions |= zkdata.decode_isr_change(data)
+        return partitions
+
+    async def delete_isr_change_notifications(
+        self, names: Iterable[str], expected_epoch_zk_version: int
+    ) -> None:
+        for name in names:
+            try:
+                await self.fenced(
+                    zkstub.Op.delete(zkdata.isr_change_path(name)), expected_epoch_zk_version
+                )
+            except zkstub.NoNodeError:
+                pass
+
+
+def _is_multi_filler(error: Exception) -> bool:
+    """The results a failed multi gives the ops that did not fail themselves."""
+    return isinstance(error, zkstub.RolledBackError | zkstub.RuntimeInconsistencyError)
