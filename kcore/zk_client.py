@@ -133,10 +133,10 @@ class KafkaZkClient:
             )  # fmt: skip
             raise zkstub.NodeExistsError(path=path)
 
-    async def get_all_brokers(self) -> dict[int, Broker]:
-        """Every registered broker, with its epoch, by id."""
+    async def get_all_brokers(self, watch=None) -> dict[int, Broker]:
+        """Every registered broker, with its epoch, by id (`watch` on the list of ids)."""
         brokers = {}
-        for child in await self.zk.get_children(zkdata.BROKER_IDS):
+        for child in await self.zk.get_children(zkdata.BROKER_IDS, watch=watch):
             if not child.isdigit():
                 continue
             broker_id = int(child)

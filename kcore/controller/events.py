@@ -1,0 +1,140 @@
+"""The controller's events (Kafka's `ControllerEvent`s), each with the ControllerState it
+runs in. Watch handlers only `put` these; all work happens on the controller's event task.
+An event that carries a callback answers it from `preempt` when it will never run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import attrs
+
+from kcore.controller.controller_state import ControllerState
+
+
+@attrs.frozen
+class ControllerEvent:
+    state: ClassVar[ControllerState]
+
+    def preempt(self) -> None:
+        """Called instead of processing when the event is dropped by `clear_and_put`."""
+
+
+@attrs.frozen
+class Startup(ControllerEvent):
+    state = ControllerState.CONTROLLER_CHANGE
+
+
+@attrs.frozen
+class ControllerChange(ControllerEvent):
+    """/controller was created or changed."""
+
+    state = ControllerState.CONTROLLER_CHANGE
+
+
+@attrs.frozen
+class Reelect(ControllerEvent):
+    """/controller was deleted."""
+
+    state = ControllerState.CONTROLLER_CHANGE
+
+
+@attrs.frozen
+class Expire(ControllerEvent):
+    """The ZooKeeper session expired: resign before the new session exists."""
+
+    state = ControllerState.CONTROLLER_CHANGE
+
+
+@attrs.frozen
+class RegisterBrokerAndReelect(ControllerEvent):
+    """A new session exists: register this broker again, then try to become controller."""
+
+    state = ControllerState.CONTROLLER_CHANGE
+
+
+@attrs.frozen
+class BrokerChange(ControllerEvent):
+    state = ControllerState.BROKER_CHANGE
+
+
+@attrs.frozen
+class BrokerModifications(ControllerEvent):
+    broker_id: int
+    state = ControllerState.BROKER_CHANGE
+
+
+@attrs.frozen
+class TopicChange(ControllerEvent):
+    state = ControllerState.TOPIC_CHANGE
+
+
+@attrs.frozen
+class PartitionModifications(ControllerEvent):
+    topic: str
+    state = ControllerState.TOPIC_CHANGE
+
+
+@attrs.frozen
+class TopicDeletion(ControllerEvent):
+    state = ControllerState.TOPIC_DELETION
+
+
+@attrs.frozen
+class IsrChangeNotification(ControllerEvent):
+    state = ControllerState.ISR_CHANGE
+
+
+@attrs.frozen
+class ZkPartitionReassignment(ControllerEvent):
+    state = ControllerState.ALTER_PARTITION_REASSIGNMENT
+
+
+@attrs.frozen
+class PreferredReplicaElection(ControllerEvent):
+    """/admin/preferred_replica_election was created."""
+
+    state = ControllerState.MANUAL_LEADER_BALANCE
+
+
+@attrs.frozen
+class AutoPreferredReplicaLeaderElection(ControllerEvent):
+    state = ControllerState.AUTO_LEADER_BALANCE
+
+
+@attrs.frozen
+class LeaderAndIsrResponseReceived(ControllerEvent):
+    broker_id: int
+    error_code: int
+    response: Any
+    state = ControllerState.LEADER_AND_ISR_RESPONSE_RECEIVED
+
+
+@attrs.frozen
+class ControlledShutdown(ControllerEvent):
+    """A broker asks to shut down; `callback(error_code, remaining_partitions)` answers it."""
+
+    broker_id: int
+    broker_epoch: int
+    callback: Callable[[int, Any], None] = attrs.field(eq=False)
+    state = ControllerState.CONTROLLED_SHUTDOWN
+
+    def preempt(self) -> None:
+        from kcore.errors import NotControllerError
+
+        self.callback(NotControllerError.code, ())
+
+
+@attrs.frozen
+class ReplicaLeaderElection(ControllerEvent):
+    """An admin's leader election; `callback(results)` answers each partition."""
+
+    partitions: frozenset[Any] | None
+    election_type: str
+    callback: Callable[[dict[Any, int]], None] = attrs.field(eq=False)
+    state = ControllerState.MANUAL_LEADER_BALANCE
+
+    def preempt(self) -> None:
+        from kcore.errors import NotControllerError
+
+        self.callback(dict.fromkeys(self.partitions or (), NotControllerError.code))

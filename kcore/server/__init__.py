@@ -1,0 +1,1 @@
+"""The broker: start-up, registration, request handling, the metadata cache."""
