@@ -24,6 +24,7 @@ from actors import EventManager, EventPreemptedError, MetricsRegistry, metric_na
 from kcore import zkdata
 from kcore.common import Broker, TopicPartition
 from kcore.controller import events as ev
+from kcore.controller.broker_change import classify_broker_change
 from kcore.controller.channel import ControllerChannelManager
 from kcore.controller.context import ControllerContext
 from kcore.controller.controller_state import ControllerState
@@ -336,19 +337,14 @@ class KafkaController:
             return
         # Listing the children re-arms the watch in the same read, so no change is missed.
         current = await self.zk_client.get_all_brokers(watch=self._broker_change_watch())
-        known = self.context.live_or_shutting_down_broker_ids
-        current_ids = set(current)
-        new_ids = sorted(current_ids - known)
-        dead_ids = sorted(known - current_ids)
-        bounced_ids = sorted(
-            broker_id
-            for broker_id in current_ids & known
-            if current[broker_id].epoch > self.context.live_brokers[broker_id].epoch
+        change = classify_broker_change(
+            self.context.live_broker_epochs(), {b: broker.epoch for b, broker in current.items()}
         )
+        new_ids, dead_ids, bounced_ids = change.new, change.dead, change.bounced
         logger.info(
             "Newly added brokers: %s, deleted brokers: %s, bounced brokers: %s, "
             "all live brokers: %s",
-            new_ids, dead_ids, bounced_ids, sorted(current_ids),
+            new_ids, dead_ids, bounced_ids, sorted(current),
         )  # fmt: skip
         for broker_id in new_ids:
             self.channel.add_broker(current[broker_id])
@@ -368,7 +364,7 @@ class KafkaController:
         if dead_ids:
             self.context.remove_live_brokers(dead_ids)
             self.on_broker_failure(dead_ids)
-        if new_ids or dead_ids or bounced_ids:
+        if change.changed:
             logger.info("Updated broker epochs cache: %s", self.context.live_broker_epochs())
 
     def on_broker_startup(self, broker_ids: list[int]) -> None:

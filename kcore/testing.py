@@ -1,0 +1,232 @@
+"""An embedded cluster for tests, the demo and embedding: a zkstub server and N brokers on one
+network (`"sim"`: a seeded SimNetwork, for virtual time; `"tcp"`: real TCP on 127.0.0.1).
+
+    async with open_cluster(brokers=3, seed=0, network="sim") as cluster:
+        controller = await cluster.wait_for_controller()
+        await cluster.kill_broker(controller)
+
+Broker ids are 1..N. Everything random comes from `seed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import pathlib
+import random
+import tempfile
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+import transport
+import zkstub
+from kcore.server.broker import BrokerServer
+
+logger = logging.getLogger("kcore.testing")
+
+ZK_NODE = "zk"
+ZK_PORT = 2181
+BROKER_PORT = 9092
+
+
+def broker_node(broker_id: int) -> str:
+    return f"broker-{broker_id}"
+
+
+@attrs.define(eq=False)
+class EmbeddedCluster:
+    network: Any  # transport.SimNetwork | transport.TcpNetwork
+    zk_server: Any
+    zk: Any  # a zkstub client for inspection
+    rng: random.Random
+    data_dir: pathlib.Path
+    broker_count: int
+    broker_overrides: Mapping[str, Any]
+    clock: Callable[[], float]
+    _nursery: trio.Nursery
+    brokers: dict[int, BrokerServer] = attrs.field(factory=dict)
+    _scopes: dict[int, trio.CancelScope] = attrs.field(factory=dict)
+
+    @property
+    def is_sim(self) -> bool:
+        return isinstance(self.network, transport.SimNetwork)
+
+    @property
+    def zk_connect(self) -> str:
+        host, port = self.zk_server.address[0], self.zk_server.address[1]
+        return f"{host}:{port}"
+
+    def broker_config(self, broker_id: int) -> Any:
+        from kcore.config import KafkaConfig
+
+        host = broker_node(broker_id) if self.is_sim else "127.0.0.1"
+        port = BROKER_PORT if self.is_sim else 0
+        settings = {
+            "broker.id": broker_id,
+            "listeners": f"PLAINTEXT://{host}:{port}",
+            "log.dirs": str(self.data_dir / f"broker-{broker_id}"),
+            "zookeeper.connect": self.zk_connect,
+            "zookeeper.session.timeout.ms": 6000,
+        }
+        settings.update(self.broker_overrides)
+        return KafkaConfig.from_dict(settings)
+
+    # -- brokers --------------------------------------------------------------------------
+
+    async def start_broker(self, broker_id: int) -> BrokerServer:
+        if broker_id in self.brokers:
+            raise ValueError(f"broker {broker_id} is already running")
+        broker = BrokerServer(
+            self.broker_config(broker_id),
+            self.network,
+            random.Random(self.rng.getrandbits(64)),
+            clock=self.clock,
+            node_name=broker_node(broker_id),
+        )
+        scope = trio.CancelScope()
+
+        async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            with scope:
+                await broker.run(task_status=task_status)
+            if self.brokers.get(broker_id) is broker:
+                del self.brokers[broker_id]
+
+        await self._nursery.start(run, name=f"broker-{broker_id}")
+        self.brokers[broker_id] = broker
+        self._scopes[broker_id] = scope
+        return broker
+
+    async def kill_broker(self, broker_id: int) -> None:
+        """A crash: tasks cancelled, memory lost, disk kept, the ZooKeeper session left to
+        expire (its registration stays until then, as with a real crash)."""
+        broker = self._running(broker_id)
+        if broker.zk is not None and hasattr(broker.zk, "abort"):
+            broker.zk.abort()
+        if self.is_sim:
+            self.network.kill_node(broker_node(broker_id))
+        await self._stop_task(broker_id)
+
+    async def stop_broker(self, broker_id: int) -> None:
+        """A clean shutdown: the session is closed, so the registration goes at once."""
+        self._running(broker_id)
+        await self._stop_task(broker_id)
+
+    async def restart_broker(self, broker_id: int) -> BrokerServer:
+        if broker_id in self.brokers:
+            await self.stop_broker(broker_id)
+        return await self.start_broker(broker_id)
+
+    async def expire_session(self, broker_id: int) -> None:
+        broker = self._running(broker_id)
+        await self.zk_server.expire_session(broker.zk.session_id)
+
+    def _running(self, broker_id: int) -> BrokerServer:
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            raise ValueError(f"broker {broker_id} is not running (running: {sorted(self.brokers)})")
+        return broker
+
+    async def _stop_task(self, broker_id: int) -> None:
+        self.brokers.pop(broker_id, None)
+        self._scopes.pop(broker_id).cancel()
+        await trio.lowlevel.checkpoint()
+
+    # -- the controller -------------------------------------------------------------------
+
+    def active_controllers(self) -> list[int]:
+        """Running brokers whose controller believes it is active."""
+        return sorted(
+            b.broker_id for b in self.brokers.values() if b.controller and b.controller.is_active
+        )
+
+    def controller_id(self) -> int | None:
+        """The active controller with the highest epoch, if any."""
+        active = [self.brokers[b] for b in self.active_controllers()]
+        if not active:
+            return None
+        return max(active, key=lambda b: b.controller.epoch).broker_id
+
+    def controller_epoch(self) -> int | None:
+        controller = self.controller_id()
+        return None if controller is None else self.brokers[controller].controller.epoch
+
+    async def wait_for_controller(self, timeout: float = math.inf) -> int:
+        """Waits until ZooKeeper's /controller names a running broker that is active."""
+        from kcore.zk_client import KafkaZkClient
+
+        zk_client = KafkaZkClient(self.zk, self.clock)
+        with trio.fail_after(timeout):
+            while True:
+                registered = await zk_client.get_controller_id()
+                if registered is not None and registered in self.active_controllers():
+                    return registered
+                await trio.sleep(0.01)
+
+
+@contextlib.asynccontextmanager
+async def open_cluster(
+    brokers: int = 3,
+    *,
+    seed: int = 0,
+    network: str | Any = "sim",
+    data_dir: pathlib.Path | str | None = None,
+    broker_config: Mapping[str, Any] | None = None,
+    tick_time: float = 2.0,
+    clock: Callable[[], float] | None = None,
+) -> AsyncIterator[EmbeddedCluster]:
+    if brokers < 1:
+        raise ValueError(f"a cluster needs at least one broker, not {brokers}")
+    rng = random.Random(seed)
+    if network == "sim":
+        network = transport.SimNetwork(seed)
+    elif network == "tcp":
+        network = transport.TcpNetwork()
+    elif isinstance(network, str):
+        raise ValueError(f"network must be 'sim', 'tcp' or a Network, not {network!r}")
+    is_sim = isinstance(network, transport.SimNetwork)
+    wall_clock = clock or _virtual_wall_clock()
+    with contextlib.ExitStack() as stack:
+        if data_dir is None:
+            data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="kcore-"))
+        root = pathlib.Path(data_dir)
+        zk_address = (ZK_NODE, ZK_PORT) if is_sim else ("127.0.0.1", 0)
+        async with (
+            zkstub.open_server(
+                network=network.node(ZK_NODE),
+                address=zk_address,
+                tick_time=tick_time,
+                clock=wall_clock,
+            ) as zk_server,  # fmt: skip
+            trio.open_nursery() as nursery,
+        ):
+            host, port = zk_server.address[0], zk_server.address[1]
+            async with zkstub.connect(
+                f"{host}:{port}",
+                network=network.node("inspector"),
+                rng=random.Random(rng.getrandbits(64)),
+            ) as zk:
+                cluster = EmbeddedCluster(
+                    network, zk_server, zk, rng, root, brokers, dict(broker_config or {}),
+                    wall_clock, nursery,
+                )  # fmt: skip
+                for broker_id in range(1, brokers + 1):
+                    await cluster.start_broker(broker_id)
+                try:
+                    yield cluster
+                finally:
+                    nursery.cancel_scope.cancel()
+
+
+def _virtual_wall_clock() -> Callable[[], float]:
+    """Wall-clock stamps that follow Trio's clock from a fixed origin, so a seeded run stamps
+    the same znode times twice."""
+    origin = 1_700_000_000.0
+
+    def now() -> float:
+        return origin + trio.current_time()
+
+    return now
