@@ -78,8 +78,11 @@ class EmbeddedCluster:
     # -- brokers --------------------------------------------------------------------------
 
     async def start_broker(self, broker_id: int) -> BrokerServer:
+        """Starts a broker. After a crash its old registration stays until its session
+        expires, and Kafka refuses to start while it is there; this waits for that first."""
         if broker_id in self.brokers:
             raise ValueError(f"broker {broker_id} is already running")
+        await self._wait_registration_gone(broker_id)
         broker = BrokerServer(
             self.broker_config(broker_id),
             self.network,
@@ -100,6 +103,14 @@ class EmbeddedCluster:
         self._scopes[broker_id] = scope
         return broker
 
+    async def _wait_registration_gone(self, broker_id: int) -> None:
+        path = f"/brokers/ids/{broker_id}"
+        while True:
+            gone = trio.Event()
+            if await self.zk.exists(path, watch=lambda _event, gone=gone: gone.set()) is None:
+                return
+            await gone.wait()
+
     async def kill_broker(self, broker_id: int) -> None:
         """A crash: tasks cancelled, memory lost, disk kept, the ZooKeeper session left to
         expire (its registration stays until then, as with a real crash)."""
@@ -112,7 +123,7 @@ class EmbeddedCluster:
 
     async def stop_broker(self, broker_id: int) -> None:
         """A clean shutdown: the session is closed, so the registration goes at once."""
-        self._running(broker_id)
+        await self._running(broker_id).shutdown()
         await self._stop_task(broker_id)
 
     async def restart_broker(self, broker_id: int) -> BrokerServer:

@@ -131,17 +131,20 @@ class RpcConnection:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The connection's reader and writer; returns once the connection is closed."""
         self._running = True
-        with self._scope:
-            task_status.started()
-            try:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._write_loop)
-                    nursery.start_soon(self._read_loop)
-            finally:
-                self._fail("connection closed")
-        with trio.CancelScope(shield=True):
-            await self.connection.aclose()
-        self._finished.set()
+        try:
+            with self._scope:
+                task_status.started()
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._write_loop)
+                        nursery.start_soon(self._read_loop)
+                finally:
+                    self._fail("connection closed")
+        finally:
+            # Also when an outer scope cancels us: `aclose` waits for `_finished`.
+            with trio.CancelScope(shield=True):
+                await self.connection.aclose()
+            self._finished.set()
 
     async def aclose(self) -> None:
         """Closes the connection; pending requests fail with `ConnectionClosedError`."""

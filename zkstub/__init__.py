@@ -1,5 +1,7 @@
 """zkstub: an embedded ZooKeeper-like coordination store (see DESIGN.md section 5)."""
 
+from zkstub._client import connect
+from zkstub._client_api import ZkClient
 from zkstub._errors import (
     AuthFailedError,
     BadArgumentsError,
@@ -26,6 +28,7 @@ from zkstub._errors import (
     ZkError,
     error_for_code,
 )
+from zkstub._server import ZkServer, open_server
 from zkstub._types import (
     CheckOp,
     ClientState,
@@ -72,6 +75,10 @@ __all__ = [
     "UnimplementedError",
     "UnknownSessionError",
     "WatchedEvent",
+    "ZkClient",
     "ZkError",
+    "ZkServer",
+    "connect",
     "error_for_code",
+    "open_server",
 ]

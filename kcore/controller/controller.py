@@ -122,8 +122,6 @@ class KafkaController:
                 await trio.sleep_forever()
             finally:
                 self._nursery = None
-                with trio.CancelScope(shield=True):
-                    await self.event_manager.aclose()
 
     async def _before_initializing_session(self) -> None:
         queued = self.event_manager.clear_and_put(ev.Expire())

@@ -91,6 +91,7 @@ class BrokerServer:
                 async with zkstub.connect(
                     self.config.zookeeper_connect,
                     session_timeout=self.config.zookeeper_session_timeout_ms / 1000,
+                    connect_timeout=self.config.zookeeper_connection_timeout_ms / 1000,
                     network=network,
                     rng=self.rng,
                 ) as zk:
@@ -153,9 +154,12 @@ class BrokerServer:
                         self.broker_id, endpoint.listener_name, host, port)  # fmt: skip
         return tuple(endpoints)
 
-    def shutdown(self) -> None:
-        """Stops the broker: its session closes, so its registration goes at once."""
+    async def shutdown(self) -> None:
+        """Stops the broker cleanly: its session is closed, so its registration goes at
+        once (a crash leaves it until the session expires)."""
         self.state = BrokerState.SHUTTING_DOWN
+        if self.zk is not None:
+            await self.zk.aclose()
         if self._cancel_scope is not None:
             self._cancel_scope.cancel()
 

@@ -1,0 +1,5 @@
+import sys
+
+from zkstub._cli import main
+
+sys.exit(main())

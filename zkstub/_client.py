@@ -1,0 +1,580 @@
+"""The zkstub client: one class for every way of reaching a server (in process, or over
+`transport`), behind a small `link`.
+
+Like ZooKeeper's Java client it keeps the session across connection losses (SUSPENDED, then
+CONNECTED again with the same session and its watches), heartbeats every third of the
+session timeout, and treats a connection as lost after two thirds of it without a reply.
+When the server says the session expired it runs Kafka's session hooks: every
+`before_initializing_session` hook (awaited), a new session, every
+`after_initializing_session` hook.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
+
+import attrs
+import trio
+
+import transport
+from zkstub import _paths
+from zkstub import _protocol as proto
+from zkstub._errors import (
+    ClosedError,
+    ConnectionLossError,
+    NodeExistsError,
+    NoNodeError,
+    SessionExpiredError,
+    ZkError,
+    error_for_code,
+)
+from zkstub._types import (
+    CheckOp,
+    ClientState,
+    CreateOp,
+    DeleteOp,
+    EventType,
+    SetDataOp,
+    Stat,
+    WatchedEvent,
+)
+
+logger = logging.getLogger("zkstub.client")
+
+Watcher = Callable[[WatchedEvent], None]
+Hook = Callable[[], Awaitable[None]]
+
+
+class LocalLink:
+    """Reaches an in-process ZkServer directly. Its "connection" can still be dropped
+    (`server.drop_connections`): calls then fail with ConnectionLossError and the client
+    reconnects to its session, as over a network."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.session_id = 0
+        self._deliver: Callable[[Any], None] | None = None
+        self._lost = trio.Event()
+
+    async def open(self, client: ZkClientImpl, timeout: float, session_id: int, password: bytes):
+        await trio.lowlevel.checkpoint()
+        session = self.server.open_session(timeout, session_id, password)
+        self.session_id = session.session_id
+        self._lost = trio.Event()
+        self._deliver = client._on_push_event
+        self.server.attach_connection(session.session_id, self)
+        self.server.attach(session.session_id, self._deliver)
+        await self.server.sync()
+        return session.session_id, session.password, session.timeout
+
+    def _check_connected(self) -> None:
+        if self._lost.is_set():
+            raise ConnectionLossError("the in-process connection was dropped")
+
+    async def call(self, op: str, args: list[Any]) -> Any:
+        await trio.lowlevel.checkpoint()
+        self._check_connected()
+        return await self.server.request(self.session_id, op, args)
+
+    async def ping(self) -> None:
+        await trio.lowlevel.checkpoint()
+        self._check_connected()
+        self.server.ping(self.session_id)
+
+    async def close_session(self) -> None:
+        self._check_connected()
+        self.server.close_session(self.session_id)
+        await self.server.sync()
+
+    def close(self) -> None:
+        """The server side dropping this connection."""
+        self.drop()
+
+    def drop(self) -> None:
+        self._lost.set()
+        if self._deliver is not None:
+            self.server.detach(self.session_id, self._deliver)
+            self.server.detach_connection(self.session_id, self)
+            self._deliver = None
+
+    async def wait_lost(self) -> None:
+        await self._lost.wait()
+
+
+class RpcLink:
+    """Reaches a zkstub server over `transport`, trying its hosts in turn."""
+
+    def __init__(self, network: Any, hosts: list[tuple[str, int]], nursery: trio.Nursery) -> None:
+        self.network = network
+        self.hosts = hosts
+        self.nursery = nursery
+        self.connection: transport.RpcConnection | None = None
+        self.last_zxid = 0  # of the last reply: what the session has seen
+        self._next_host = 0
+
+    async def open(self, client: ZkClientImpl, timeout: float, session_id: int, password: bytes):
+        self.drop()
+        host = self.hosts[self._next_host % len(self.hosts)]
+        self._next_host += 1
+        try:
+            stream = await self.network.connect(host, timeout=timeout * 2 / 3)
+        except transport.TransportError as error:
+            raise ConnectionLossError(f"cannot connect to {host[0]}:{host[1]}: {error}") from None
+        connection = transport.RpcConnection(
+            stream,
+            client_id=f"zkstub-0x{session_id:x}",
+            on_push=client._on_push_wire,
+            request_timeout=timeout * 2 / 3,
+            close_on_timeout=True,
+        )
+        await self.nursery.start(connection.run)
+        self.connection = connection
+        connect = [timeout, session_id, password]
+        if session_id:
+            connect.append([self.last_zxid, *client.watched_paths()])
+        body = await self._request(proto.CONNECT, connect)
+        new_id, new_password, negotiated = body
+        return new_id, new_password, negotiated
+
+    async def _request(self, api_key: int, body: Any) -> Any:
+        if self.connection is None:
+            raise ConnectionLossError("not connected")
+        try:
+            response = await self.connection.request(api_key, body)
+        except transport.TransportError as error:
+            raise ConnectionLossError(f"connection lost: {error}") from None
+        if response.error_code:
+            message = ""
+            if isinstance(response.body, dict):
+                message = str(response.body.get("error_message", ""))
+            raise error_for_code(response.error_code, message)
+        return response.body
+
+    async def call(self, op: str, args: list[Any]) -> Any:
+        zxid, result = await self._request(proto.REQUEST, [op, args])
+        self.last_zxid = max(self.last_zxid, zxid)
+        return result
+
+    async def ping(self) -> None:
+        self.last_zxid = max(self.last_zxid, await self._request(proto.PING, None))
+
+    async def close_session(self) -> None:
+        with contextlib.suppress(ZkError):
+            await self._request(proto.CLOSE_SESSION, None)
+
+    def drop(self) -> None:
+        if self.connection is not None:
+            self.nursery.start_soon(self.connection.aclose)
+            self.connection = None
+
+    async def wait_lost(self) -> None:
+        if self.connection is None:
+            return
+        await self.connection.closed.wait()
+
+
+@attrs.define(eq=False)
+class ZkClientImpl:
+    link: Any
+    requested_timeout: float
+    chroot: str
+    rng: random.Random
+    state: ClientState = ClientState.CONNECTING
+    session_id: int = 0
+    session_timeout: float = 0.0
+    _password: bytes = b""
+    _listeners: list[Callable[[ClientState], None]] = attrs.field(factory=list)
+    _before_hooks: list[Hook] = attrs.field(factory=list)
+    _after_hooks: list[Hook] = attrs.field(factory=list)
+    _data_watches: dict[str, list[Watcher]] = attrs.field(factory=dict)
+    _child_watches: dict[str, list[Watcher]] = attrs.field(factory=dict)
+    # exists() on a missing node: which data-table paths wait for a CREATED (setWatches
+    # treats those apart from watches on existing nodes)
+    _exist_paths: set[str] = attrs.field(factory=set)
+    _connected: trio.Event = attrs.field(factory=trio.Event)
+    _expired: trio.Event = attrs.field(factory=trio.Event)
+    _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+
+    @property
+    def session_password(self) -> bytes:
+        return self._password
+
+    # -- state ----------------------------------------------------------------------------
+
+    def add_listener(self, listener: Callable[[ClientState], None]) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[ClientState], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def add_session_hooks(
+        self,
+        before_initializing_session: Hook | None = None,
+        after_initializing_session: Hook | None = None,
+    ) -> None:
+        if before_initializing_session is not None:
+            self._before_hooks.append(before_initializing_session)
+        if after_initializing_session is not None:
+            self._after_hooks.append(after_initializing_session)
+
+    def _set_state(self, state: ClientState) -> None:
+        if state is self.state:
+            return
+        self.state = state
+        if state is ClientState.CONNECTED:
+            self._connected.set()
+        elif self._connected.is_set():
+            self._connected = trio.Event()
+        for listener in list(self._listeners):
+            try:
+                listener(state)
+            except Exception:
+                logger.exception("state listener %r failed", listener)
+
+    # -- the session loop -----------------------------------------------------------------
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        with self._scope:
+            await self._establish(new_session=True)
+            task_status.started()
+            while True:
+                await self._serve_connection()
+                if self.state is ClientState.CLOSED:
+                    return
+                if self._expired.is_set():
+                    await self._handle_expiry()
+                else:
+                    self._set_state(ClientState.SUSPENDED)
+                    await self._establish(new_session=False)
+
+    async def _establish(self, *, new_session: bool) -> None:
+        """Connects (a new session, or the current one again); retries with jittered
+        backoff until it gets an answer. An expired session ends in `_handle_expiry`."""
+        backoff = 0.05
+        while True:
+            try:
+                session_id = 0 if new_session else self.session_id
+                password = b"" if new_session else self._password
+                sid, password, timeout = await self.link.open(
+                    self, self.requested_timeout, session_id, password
+                )
+            except SessionExpiredError:
+                self._expired.set()
+                await self._handle_expiry()
+                return
+            except ConnectionLossError as error:
+                logger.debug("connect failed: %s", error)
+                await trio.sleep(backoff * self.rng.uniform(0.8, 1.2))
+                backoff = min(backoff * 2, 1.0)
+                continue
+            self.session_id, self._password, self.session_timeout = sid, password, timeout
+            self._set_state(ClientState.CONNECTED)
+            return
+
+    async def _serve_connection(self) -> None:
+        """Heartbeats until the connection is lost or the session expires."""
+        async with trio.open_nursery() as nursery:
+
+            async def watch_lost() -> None:
+                await self.link.wait_lost()
+                nursery.cancel_scope.cancel()
+
+            async def watch_expired() -> None:
+                await self._expired.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch_lost)
+            nursery.start_soon(watch_expired)
+            while True:
+                await trio.sleep(self.session_timeout / 3)
+                try:
+                    await self.link.ping()
+                except SessionExpiredError:
+                    self._expired.set()
+                    break
+                except ConnectionLossError:
+                    break
+            nursery.cancel_scope.cancel()
+        self.link.drop()
+
+    async def _handle_expiry(self) -> None:
+        logger.info("Session 0x%x expired", self.session_id)
+        self._set_state(ClientState.EXPIRED)
+        for watches in (self._data_watches, self._child_watches):
+            watches.clear()
+        self._exist_paths.clear()
+        self.link.drop()
+        for hook in list(self._before_hooks):
+            await hook()
+        self._expired = trio.Event()
+        self._set_state(ClientState.CONNECTING)
+        await self._establish(new_session=True)
+        for hook in list(self._after_hooks):
+            await hook()
+
+    # -- events from the server -----------------------------------------------------------
+
+    def _on_push_wire(self, body: Any) -> None:
+        if body == [proto.EXPIRED_PUSH]:
+            self._on_push_event(None)
+            return
+        try:
+            event = proto.event_from_wire(body)
+        except ZkError:
+            logger.warning("ignoring a malformed watch event %r", body)
+            return
+        self._on_push_event(event)
+
+    def _on_push_event(self, event: WatchedEvent | None) -> None:
+        if event is None:
+            self._expired.set()
+            return
+        path = _paths.strip_chroot(self.chroot, event.path)
+        # ZooKeeper's ZKWatchManager.materialize: which client watchers an event fires.
+        watchers: list[Watcher] = []
+        if event.type in (EventType.CHANGED, EventType.CREATED):
+            watchers += self._data_watches.pop(path, [])
+        elif event.type is EventType.CHILD:
+            watchers += self._child_watches.pop(path, [])
+        else:
+            watchers += self._data_watches.pop(path, [])
+            watchers += self._child_watches.pop(path, [])
+        if event.type is not EventType.CHILD:
+            self._exist_paths.discard(path)
+        delivered = WatchedEvent(event.type, path)
+        seen: list[Watcher] = []
+        for watcher in watchers:
+            if watcher in seen:
+                continue
+            seen.append(watcher)
+            try:
+                watcher(delivered)
+            except Exception:
+                logger.exception("watcher %r failed on %r", watcher, delivered)
+
+    async def _watched_call(self, op: str, path: str, watch: Watcher | None, table: dict) -> Any:
+        """A read that may leave a watch. The callback is registered before the request
+        goes out: an event pushed right after the reply then finds it (ZooKeeper's client
+        registers on reading the reply, before any later event). A read that fails leaves
+        no watch, as on the server."""
+        added = False
+        if watch is not None:
+            registered = table.setdefault(path, [])
+            if watch not in registered:
+                registered.append(watch)
+                added = True
+        try:
+            return await self._call(op, [self._full(path), watch is not None])
+        except BaseException:
+            if added and watch in table.get(path, ()):
+                table[path].remove(watch)
+                if not table[path]:
+                    del table[path]
+            raise
+
+    # -- requests -------------------------------------------------------------------------
+
+    async def _call(self, op: str, args: list[Any]) -> Any:
+        while True:
+            if self.state is ClientState.CLOSED:
+                raise ClosedError("the client is closed")
+            if self.state is ClientState.EXPIRED:
+                raise SessionExpiredError(f"session 0x{self.session_id:x} has expired")
+            if self.state is ClientState.CONNECTED:
+                break
+            await self._connected.wait()
+        return await self.link.call(op, args)
+
+    def _full(self, path: str, *, sequential: bool = False) -> str:
+        _paths.validate_path(path, sequential=sequential)
+        return _paths.join_chroot(self.chroot, path)
+
+    async def create(
+        self,
+        path: str,
+        data: bytes | None = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        make_parents: bool = False,
+    ) -> str:
+        full = self._full(path, sequential=sequence)
+        try:
+            created = await self._call("create", [full, data, ephemeral, sequence])
+        except NoNodeError:
+            if not make_parents:
+                raise
+            await self._create_parents(_paths.parent_of(path))
+            created = await self._call("create", [full, data, ephemeral, sequence])
+        return _paths.strip_chroot(self.chroot, created)
+
+    async def _create_parents(self, path: str) -> None:
+        if path == "/":
+            return
+        try:
+            await self._call("create", [self._full(path), None, False, False])
+        except NodeExistsError:
+            return
+        except NoNodeError:
+            await self._create_parents(_paths.parent_of(path))
+            with contextlib.suppress(NodeExistsError):
+                await self._call("create", [self._full(path), None, False, False])
+
+    def watched_paths(self) -> tuple[list[str], list[str], list[str]]:
+        """The server-side paths (chroot joined) of the data, exists and child watches."""
+        full = self._full_unchecked
+        data = [full(p) for p in sorted(self._data_watches) if p not in self._exist_paths]
+        exist = [full(p) for p in sorted(self._data_watches) if p in self._exist_paths]
+        return data, exist, [full(p) for p in sorted(self._child_watches)]
+
+    def _full_unchecked(self, path: str) -> str:
+        return _paths.join_chroot(self.chroot, path)
+
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes | None, Stat]:
+        data, stat = await self._watched_call("get", path, watch, self._data_watches)
+        if watch is not None:
+            self._exist_paths.discard(path)
+        return data, proto.stat_from_wire(stat)
+
+    async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
+        # CREATED, CHANGED and DELETED fire data and exists watches alike, so one table
+        # serves both (ZooKeeper's client keeps two only for bookkeeping).
+        stat = await self._watched_call("exists", path, watch, self._data_watches)
+        if watch is not None:
+            if stat is None:
+                self._exist_paths.add(path)
+            else:
+                self._exist_paths.discard(path)
+        return proto.stat_from_wire(stat)
+
+    async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        children = await self._watched_call("children", path, watch, self._child_watches)
+        return sorted(children)
+
+    async def set(self, path: str, data: bytes | None, version: int = -1) -> Stat:
+        return proto.stat_from_wire(await self._call("set", [self._full(path), data, version]))
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        if recursive:
+            for child in await self.get_children(path):
+                child_path = f"{path.rstrip('/')}/{child}"
+                with contextlib.suppress(NoNodeError):
+                    await self.delete(child_path, recursive=True)
+        await self._call("delete", [self._full(path), version])
+
+    async def multi(self, ops: Iterable[Any]) -> list[Any]:
+        wire = []
+        for op in ops:
+            match op:
+                case CreateOp():
+                    full = self._full(op.path, sequential=op.sequence)
+                case CheckOp() | DeleteOp() | SetDataOp():
+                    full = self._full(op.path)
+                case _:
+                    raise TypeError(f"not a multi op: {op!r}")
+            wire.append(proto.op_to_wire(attrs.evolve(op, path=full)))
+        results = [proto.multi_result_from_wire(r) for r in await self._call("multi", wire)]
+        return [_paths.strip_chroot(self.chroot, r) if isinstance(r, str) else r for r in results]
+
+    # -- closing --------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Closes the session: its ephemerals go at once."""
+        if self.state is ClientState.CLOSED:
+            return
+        if self.state is ClientState.CONNECTED:
+            with trio.move_on_after(self.session_timeout or 1.0):
+                with contextlib.suppress(ZkError):
+                    await self.link.close_session()
+        self._close()
+
+    def abort(self) -> None:
+        """Drops the client without closing its session (a crashed process): the server
+        keeps the session, and its ephemerals, until it expires."""
+        self._close()
+
+    def _close(self) -> None:
+        self._set_state(ClientState.CLOSED)
+        self._connected.set()  # wake waiting calls so they see CLOSED
+        self.link.drop()
+        self._scope.cancel()
+
+    async def __aenter__(self) -> ZkClientImpl:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+@contextlib.asynccontextmanager
+async def open_client(
+    link: Any,
+    *,
+    session_timeout: float,
+    chroot: str = "",
+    rng: random.Random | None = None,
+    connect_timeout: float | None = None,
+) -> AsyncIterator[ZkClientImpl]:
+    """`connect_timeout` (default: the session timeout, as Kafka's
+    zookeeper.connection.timeout.ms) bounds the wait for the first session."""
+    if chroot:
+        _paths.validate_path(chroot)
+    client = ZkClientImpl(link, session_timeout, chroot, rng or random.Random(0))
+    limit = session_timeout if connect_timeout is None else connect_timeout
+    async with trio.open_nursery() as nursery:
+        if isinstance(link, RpcLink):
+            link.nursery = nursery
+        with trio.move_on_after(limit) as waiting:
+            await nursery.start(client.run)
+        if waiting.cancelled_caught:
+            nursery.cancel_scope.cancel()
+            raise ConnectionLossError(f"no ZooKeeper session within {limit}s")
+        try:
+            yield client
+        except BaseException:
+            # Cancelled or failed: no round trip to close the session (it could not finish
+            # under cancellation); the server expires it, as it would a crashed client's.
+            client.abort()
+            raise
+        else:
+            await client.aclose()
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    connect_string: str,
+    *,
+    session_timeout: float = 6.0,
+    network: Any = None,
+    rng: random.Random | None = None,
+    connect_timeout: float | None = None,
+) -> AsyncIterator[Any]:
+    """A client for `host:port[,...][/chroot]` (a zkstub server over `transport`) or
+    `zookeeper://host:port[,...][/chroot]` (a real ZooKeeper through kazoo)."""
+    if connect_string.startswith("zookeeper://"):
+        from zkstub._kazoo_client import open_kazoo_client
+
+        hosts, chroot = _paths.split_connect_string(connect_string.removeprefix("zookeeper://"))
+        host_string = ",".join(f"{h}:{p}" for h, p in hosts)
+        async with open_kazoo_client(
+            host_string, session_timeout=session_timeout, chroot=chroot
+        ) as client:
+            yield client
+        return
+    hosts, chroot = _paths.split_connect_string(connect_string)
+    link = RpcLink(network or transport.TcpNetwork(), hosts, nursery=None)  # type: ignore[arg-type]
+    async with open_client(
+        link,
+        session_timeout=session_timeout,
+        chroot=chroot,
+        rng=rng,
+        connect_timeout=connect_timeout,
+    ) as client:
+        yield client

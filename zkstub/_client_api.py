@@ -1,0 +1,59 @@
+"""The client contract every zkstub client honours: the in-process one, the one over
+`transport`, and the kazoo adapter for a real ZooKeeper (see notes/zk_client_api.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol, Self, runtime_checkable
+
+from zkstub._types import ClientState, MultiOp, Stat, WatchedEvent
+
+Watcher = Callable[[WatchedEvent], None]
+StateListener = Callable[[ClientState], None]
+SessionHook = Callable[[], Awaitable[None]]
+
+
+@runtime_checkable
+class ZkClient(Protocol):
+    session_id: int
+    session_timeout: float  # negotiated, seconds
+    state: ClientState
+    chroot: str  # "" when none
+
+    async def create(
+        self,
+        path: str,
+        data: bytes | None = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        make_parents: bool = False,
+    ) -> str: ...
+
+    async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes | None, Stat]: ...
+
+    async def set(self, path: str, data: bytes | None, version: int = -1) -> Stat: ...
+
+    async def exists(self, path: str, watch: Watcher | None = None) -> Stat | None: ...
+
+    async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]: ...
+
+    async def multi(self, ops: Iterable[MultiOp]) -> list[Any]: ...
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None: ...
+
+    def add_listener(self, listener: StateListener) -> None: ...
+
+    def remove_listener(self, listener: StateListener) -> None: ...
+
+    def add_session_hooks(
+        self,
+        before_initializing_session: SessionHook | None = None,
+        after_initializing_session: SessionHook | None = None,
+    ) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...

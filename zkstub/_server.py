@@ -1,0 +1,390 @@
+"""The zkstub server: the DataTree and session table behind a Trio shell. It expires
+sessions on Trio's clock, delivers watch events to each session's connection (or holds them
+while the session is disconnected), and serves the wire protocol over `transport` with each
+connection's requests processed in order (ZooKeeper's per-session order).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import attrs
+import trio
+
+import transport
+from zkstub import _protocol as proto
+from zkstub._errors import BadArgumentsError, SessionExpiredError, ZkError
+from zkstub._sessions import Session, SessionTable
+from zkstub._snapshot import CLOSE, MULTI, SESSION, WRITE, replay, restore_snapshot, take_snapshot
+from zkstub._storage import Storage
+from zkstub._tree import DataTree, Delivery
+from zkstub._types import WatchedEvent
+
+logger = logging.getLogger("zkstub.server")
+
+# deliver(event) for a watch event, deliver(None) when the session expired.
+Deliver = Callable[[WatchedEvent | None], None]
+
+
+@attrs.define(eq=False)
+class ZkServer:
+    """What `open_server` yields: `address`, the test hooks `await expire_session(sid)` and
+    `drop_connections(sid)`, `connect_local(...)`, and `write_snapshot()`."""
+
+    tree: DataTree
+    sessions: SessionTable
+    tick_time: float
+    address: Any = None
+    _deliver: dict[int, Deliver] = attrs.field(factory=dict)
+    _held: dict[int, list[WatchedEvent]] = attrs.field(factory=dict)
+    _connections: dict[int, Any] = attrs.field(factory=dict)  # each has close()
+    storage: Storage | None = None
+    snapshot_every: int = 10_000  # log records between snapshots (ZooKeeper's snapCount)
+    _flushed: trio.Event | None = None  # set when the batch being flushed is durable
+    # Sessions recovered from disk whose clients have not come back yet: their watches
+    # were lost with the old process, so the client's setWatches is needed (a session that
+    # lived on in memory kept its watches, and its held events, here).
+    _watchless: set[int] = attrs.field(factory=set)
+
+    # -- durability -----------------------------------------------------------------------
+
+    def _journal(self, kind: str, session_id: int, *payload: Any) -> None:
+        """Logs a request about to take the next zxid (before it is applied, so a failed
+        request is logged too: it consumes its zxid on replay as it did the first time)."""
+        if self.storage is not None:
+            self.storage.append([kind, self.tree.zxid + 1, session_id, *payload])
+
+    async def sync(self) -> None:
+        """Returns once everything journaled so far is on disk. The requests that arrive
+        in one scheduling batch share one write and one fsync (group commit)."""
+        if self.storage is None or not self.storage.dirty:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._flushed is not None:
+            await self._flushed.wait()
+            return
+        flushed = self._flushed = trio.Event()
+        await trio.lowlevel.checkpoint()  # let the rest of this batch journal first
+        self._flushed = None
+        self._flush_now()
+        flushed.set()
+
+    def _flush_now(self) -> None:
+        storage = self.storage
+        if storage is None:
+            return
+        storage.flush()
+        if storage.records_since_snapshot >= self.snapshot_every:
+            self.write_snapshot()
+
+    def write_snapshot(self) -> None:
+        if self.storage is not None:
+            live = {sid: (s.timeout, s.password) for sid, s in self.sessions.sessions.items()}
+            content = take_snapshot(self.tree, live)
+            content["last_session_id"] = self.sessions.last_id
+            self.storage.write_snapshot(self.tree.zxid, content)
+
+    # -- sessions -------------------------------------------------------------------------
+
+    def open_session(self, timeout: float, session_id: int = 0, password: bytes = b"") -> Session:
+        now = trio.current_time()
+        if session_id:
+            return self.sessions.revalidate(session_id, password, now)
+        session = self.sessions.create(timeout, now)
+        self._journal(SESSION, session.session_id, session.timeout, session.password)
+        self.tree.next_zxid()  # createSession is a transaction in ZooKeeper
+        logger.info("Established session 0x%x with negotiated timeout %.0f ms",
+                    session.session_id, session.timeout * 1000)  # fmt: skip
+        return session
+
+    def attach(self, session_id: int, deliver: Deliver) -> None:
+        """Routes the session's events to `deliver`, first the ones held while it had none."""
+        self._deliver[session_id] = deliver
+        for event in self._held.pop(session_id, []):
+            deliver(event)
+
+    def detach(self, session_id: int, deliver: Deliver) -> None:
+        if self._deliver.get(session_id) is deliver:
+            del self._deliver[session_id]
+
+    def attach_connection(self, session_id: int, connection: Any) -> None:
+        """Records the connection (anything with `close()`) now serving the session; a
+        session is served on one connection at a time, so an older one is closed."""
+        old = self._connections.get(session_id)
+        if old is not None and old is not connection:
+            old.close()
+        self._connections[session_id] = connection
+
+    def detach_connection(self, session_id: int, connection: Any) -> None:
+        if self._connections.get(session_id) is connection:
+            del self._connections[session_id]
+
+    def close_session(self, session_id: int) -> None:
+        if self.sessions.remove(session_id) is None:
+            return
+        self._close_in_tree(session_id)
+        self._deliver.pop(session_id, None)
+        self._held.pop(session_id, None)
+        logger.info("Closed session 0x%x", session_id)
+
+    def _close_in_tree(self, session_id: int) -> None:
+        self._watchless.discard(session_id)
+        now_ms = self.tree.clock()
+        self._journal(CLOSE, session_id, now_ms)
+        self._dispatch(self.tree.close_session(session_id, now_ms))
+
+    async def expire_session(self, session_id: int) -> None:
+        """Test hook: expire a session now, as if its timeout had passed."""
+        self._expire(session_id)
+        await self.sync()
+
+    def _expire(self, session_id: int) -> None:
+        if self.sessions.remove(session_id) is None:
+            return
+        logger.info("Expiring session 0x%x", session_id)
+        self._close_in_tree(session_id)
+        self._held.pop(session_id, None)
+        self._connections.pop(session_id, None)
+        deliver = self._deliver.pop(session_id, None)
+        if deliver is not None:
+            deliver(None)
+
+    def drop_connections(self, session_id: int) -> None:
+        """Test hook: close the session's connection; the session lives on until it expires
+        or the client reconnects."""
+        connection = self._connections.pop(session_id, None)
+        if connection is not None:
+            connection.close()
+
+    async def run_expiry(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            await trio.sleep(self.tick_time / 2)
+            for session_id in self.sessions.due(trio.current_time()):
+                self._expire(session_id)
+            self._flush_now()
+
+    # -- requests -------------------------------------------------------------------------
+
+    def handle(self, session_id: int, op: str, args: list[Any]) -> Any:
+        """One request of a live session; raises its ZkError."""
+        if session_id not in self.sessions.sessions:
+            raise SessionExpiredError(f"session 0x{session_id:x} has expired")
+        self.sessions.touch(session_id, trio.current_time())
+        tree = self.tree
+        watcher = session_id if op in ("get", "exists", "children") and args[1] else None
+        match op:
+            case "get":
+                data, stat = tree.get(args[0], watcher)
+                return [data, proto.stat_to_wire(stat)]
+            case "exists":
+                return proto.stat_to_wire(tree.exists(args[0], watcher))
+            case "children":
+                return tree.get_children(args[0], watcher)
+            case "create" | "delete" | "set" | "check":
+                parsed = proto.op_from_wire([op, *args])
+                now_ms = tree.clock()
+                self._journal(WRITE, session_id, now_ms, [op, *args])
+                result, deliveries = tree.apply(session_id, parsed, now_ms)
+                self._dispatch(deliveries)
+                return proto.stat_to_wire(result) if op == "set" else result
+            case "multi":
+                ops = [proto.op_from_wire(o) for o in args]
+                now_ms = tree.clock()
+                self._journal(MULTI, session_id, now_ms, args)
+                results, deliveries = tree.multi(session_id, ops, now_ms)
+                self._dispatch(deliveries)
+                return [proto.multi_result_to_wire(r) for r in results]
+        raise BadArgumentsError(f"unknown request {op!r}")
+
+    async def request(self, session_id: int, op: str, args: list[Any]) -> Any:
+        """`handle`, answered once its transaction is durable."""
+        try:
+            return self.handle(session_id, op, args)
+        finally:
+            await self.sync()
+
+    def ping(self, session_id: int) -> None:
+        if session_id not in self.sessions.sessions:
+            raise SessionExpiredError(f"session 0x{session_id:x} has expired")
+        self.sessions.touch(session_id, trio.current_time())
+
+    def _dispatch(self, deliveries: list[Delivery]) -> None:
+        for session_id, event in deliveries:
+            deliver = self._deliver.get(session_id)
+            if deliver is None:
+                self._held.setdefault(session_id, []).append(event)
+            else:
+                deliver(event)
+
+    # -- the wire protocol ----------------------------------------------------------------
+
+    def rpc_server(self) -> transport.RpcServer:
+        return transport.RpcServer(
+            {
+                proto.CONNECT: self._rpc_connect,
+                proto.REQUEST: self._rpc_request,
+                proto.PING: self._rpc_ping,
+                proto.CLOSE_SESSION: self._rpc_close,
+            },
+            name="zkstub",
+            ordered=True,
+            on_disconnect=self._on_disconnect,
+        )
+
+    async def _rpc_connect(self, request: transport.Request) -> Any:
+        body = request.body
+        if not (isinstance(body, list) and len(body) in (3, 4)):
+            raise transport.RpcError(BadArgumentsError.code, "connect takes 3 or 4 fields")
+        timeout, session_id, password = body[:3]
+        try:
+            session = self.open_session(float(timeout), int(session_id), bytes(password))
+            watches = _decode_watches(body[3]) if len(body) == 4 else None
+        except (TypeError, ValueError):
+            raise transport.RpcError(BadArgumentsError.code, "malformed connect") from None
+        except ZkError as error:
+            raise transport.RpcError(error.code, str(error)) from None
+        connection = request.connection
+        connection.context["session_id"] = session.session_id
+        self.attach_connection(session.session_id, connection)
+
+        def deliver(event: WatchedEvent | None) -> None:
+            if event is None:
+                connection.push([proto.EXPIRED_PUSH])
+                connection.close()
+            else:
+                connection.push(proto.event_to_wire(event))
+
+        connection.context["deliver"] = deliver
+        self.attach(session.session_id, deliver)
+        if watches is not None and session.session_id in self._watchless:
+            self._watchless.discard(session.session_id)
+            self._dispatch(self.tree.set_watches(session.session_id, *watches))
+        await self.sync()
+        return [session.session_id, session.password, session.timeout]
+
+    def _session_of(self, request: transport.Request) -> int:
+        session_id = request.connection.context.get("session_id")
+        if session_id is None:
+            raise transport.RpcError(SessionExpiredError.code, "no session on this connection")
+        return session_id
+
+    async def _rpc_request(self, request: transport.Request) -> Any:
+        session_id = self._session_of(request)
+        body = request.body
+        if not (isinstance(body, list) and len(body) == 2 and isinstance(body[1], list)):
+            raise transport.RpcError(BadArgumentsError.code, "a request is [op, args]")
+        try:
+            # The zxid the reply reflects, which a reconnecting client hands back
+            # with its watches (ZooKeeper's ReplyHeader.zxid).
+            result = await self.request(session_id, body[0], body[1])
+            return [self.tree.zxid, result]
+        except ZkError as error:
+            raise transport.RpcError(error.code, str(error)) from None
+        except (IndexError, TypeError) as error:
+            message = f"malformed request: {error}"
+            raise transport.RpcError(BadArgumentsError.code, message) from None
+
+    async def _rpc_ping(self, request: transport.Request) -> Any:
+        try:
+            self.ping(self._session_of(request))
+        except ZkError as error:
+            raise transport.RpcError(error.code, str(error)) from None
+        return self.tree.zxid
+
+    async def _rpc_close(self, request: transport.Request) -> Any:
+        self.close_session(self._session_of(request))
+        request.connection.context.pop("session_id", None)
+        await self.sync()
+        return None
+
+    def _on_disconnect(self, connection: transport.ServerConnection) -> None:
+        session_id = connection.context.get("session_id")
+        deliver = connection.context.get("deliver")
+        if session_id is not None and deliver is not None:
+            self.detach(session_id, deliver)
+            self.detach_connection(session_id, connection)
+
+    def connect_local(self, session_timeout: float = 6.0, chroot: str = ""):
+        """An in-process client (no network) with the same API as `zkstub.connect`."""
+        from zkstub._client import LocalLink, open_client
+
+        return open_client(
+            LocalLink(self), session_timeout=session_timeout, chroot=chroot,
+            rng=random.Random(self.sessions.rng.getrandbits(64)),
+        )  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def open_server(
+    network: Any = None,
+    address: Any = None,
+    data_dir: Any = None,
+    tick_time: float = 2.0,
+    clock: Callable[[], float] = time.time,
+    *,
+    seed: int = 0,
+    snapshot_every: int = 10_000,
+) -> AsyncIterator[ZkServer]:
+    """A zkstub server. With `network`, it listens on `address` (default 127.0.0.1, a free
+    port); without, it serves only `connect_local` clients. `tick_time` (seconds) bounds the
+    negotiated session timeouts to [2, 20] ticks; `clock` stamps ctime/mtime; `seed` seeds
+    session ids and passwords. With `data_dir`, every write is logged and fsynced before it
+    is answered, a snapshot is taken every `snapshot_every` records, and a restart recovers
+    the tree and the sessions (which expire unless their clients come back in time)."""
+    tree = DataTree(clock=lambda: int(clock() * 1000))
+    server = ZkServer(tree, SessionTable(tick_time, random.Random(seed)), tick_time,
+                      snapshot_every=snapshot_every)  # fmt: skip
+    if data_dir is not None:
+        server.storage = _recover(server, data_dir)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run_expiry)
+        if network is not None:
+            listener = await nursery.start(
+                network.serve, address or ("127.0.0.1", 0), server.rpc_server().handle_connection
+            )
+            server.address = listener.address
+        try:
+            yield server
+        finally:
+            nursery.cancel_scope.cancel()
+            if server.storage is not None:
+                server.storage.close()
+
+
+def _decode_watches(value: Any) -> tuple[int, list[str], list[str], list[str]]:
+    """[relative_zxid, data paths, exist paths, child paths], from a reconnecting client."""
+    relative_zxid, data, exist, child = value
+    lists = (data, exist, child)
+    if not isinstance(relative_zxid, int) or not all(
+        isinstance(paths, list) and all(isinstance(p, str) for p in paths) for paths in lists
+    ):
+        raise ValueError(f"malformed watches {value!r}")
+    return relative_zxid, data, exist, child
+
+
+def _recover(server: ZkServer, data_dir: Any) -> Storage:
+    """Rebuilds the tree and the live sessions from the data directory. A recovered session
+    gets one full timeout from now: if no client reconnects to it, it expires and its
+    ephemerals go."""
+    storage, recovered = Storage.open(data_dir)
+    live: dict[int, tuple[float, bytes]] = {}
+    if recovered.snapshot is not None:
+        live = restore_snapshot(recovered.snapshot, server.tree)
+        server.sessions.reserve(recovered.snapshot.get("last_session_id", 0))
+    for record in recovered.records:
+        replay(record, server.tree, live)
+        if record[0] == SESSION:
+            server.sessions.reserve(record[2])
+    now = trio.current_time()
+    for session_id, (timeout, password) in sorted(live.items()):
+        server.sessions.restore(session_id, password, timeout, now)
+        server._watchless.add(session_id)
+    logger.info("Recovered %s at zxid 0x%x with %d live sessions",
+                data_dir, server.tree.zxid, len(live))  # fmt: skip
+    return storage

@@ -1,0 +1,364 @@
+"""ZooKeeper's DataTree and request processing, sans-IO.
+
+Every write request consumes a zxid, including one that fails (ZooKeeper's
+PrepRequestProcessor numbers a request before it validates it); reads do not. Watches are
+kept per session on the server side, as ZooKeeper keeps them per connection: `exists` on a
+missing node leaves a data watch (so its creation is seen), a failed `get` or
+`get_children` leaves none. Each write returns the (session id, WatchedEvent) pairs to
+deliver, in the order ZooKeeper fires them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from zkstub._errors import (
+    BadArgumentsError,
+    BadVersionError,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistencyError,
+    ZkError,
+)
+from zkstub._paths import RESERVED, name_of, parent_of, validate_path
+from zkstub._types import CheckOp, CreateOp, DeleteOp, EventType, SetDataOp, Stat, WatchedEvent
+
+# ZooKeeper refuses to delete these (DataTree.isSpecialPath); creating under /zookeeper
+# is allowed.
+SPECIAL_PATHS = frozenset(["/", RESERVED, RESERVED + "/quota", RESERVED + "/config"])
+MAX_DATA_BYTES = 1024 * 1024  # ZooKeeper's jute.maxbuffer (1 MiB) bounds a znode's data
+
+Delivery = tuple[int, WatchedEvent]
+
+
+@attrs.define
+class Node:
+    data: bytes | None
+    czxid: int
+    mzxid: int
+    pzxid: int
+    ctime: int
+    mtime: int
+    version: int = 0
+    # ZooKeeper keeps the number of child creates (the sequential suffix) and reports
+    # 2 * creates - numChildren, i.e. creates + deletes (DataNode.copyStat).
+    cversion: int = 0
+    aversion: int = 0
+    ephemeral_owner: int = 0
+    children: set[str] = attrs.field(factory=set)
+
+    def stat(self) -> Stat:
+        return Stat(
+            czxid=self.czxid,
+            mzxid=self.mzxid,
+            ctime=self.ctime,
+            mtime=self.mtime,
+            version=self.version,
+            cversion=self.cversion * 2 - len(self.children),
+            aversion=self.aversion,
+            ephemeralOwner=self.ephemeral_owner,
+            dataLength=len(self.data) if self.data else 0,
+            numChildren=len(self.children),
+            pzxid=self.pzxid,
+        )
+
+
+def check_data(data: Any, path: str) -> bytes | None:
+    if data is not None and not isinstance(data, bytes):
+        raise BadArgumentsError(f"data for {path} must be bytes or None", path=path)
+    if data is not None and len(data) > MAX_DATA_BYTES:
+        raise BadArgumentsError(
+            f"data for {path} is {len(data)} bytes, over ZooKeeper's limit of "
+            f"{MAX_DATA_BYTES} bytes",
+            path=path,
+        )
+    return data
+
+
+@attrs.define
+class DataTree:
+    """`clock` gives the milliseconds stamped into ctime / mtime, unless a write passes its
+    transaction's time (`now_ms`, so a replayed log gives the same stats)."""
+
+    clock: Callable[[], int]
+    zxid: int = 0
+    nodes: dict[str, Node] = attrs.field(factory=dict)
+    ephemerals: dict[int, set[str]] = attrs.field(factory=dict)
+    data_watches: dict[str, set[int]] = attrs.field(factory=dict)
+    child_watches: dict[str, set[int]] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.nodes:
+            # ZooKeeper's built-in nodes hold empty data (new byte[0]), not null
+            self.nodes["/"] = Node(b"", 0, 0, 0, 0, 0, children={"zookeeper"})
+            self.nodes[RESERVED] = Node(b"", 0, 0, 0, 0, 0, children={"quota", "config"})
+            self.nodes[RESERVED + "/quota"] = Node(b"", 0, 0, 0, 0, 0)
+            self.nodes[RESERVED + "/config"] = Node(b"", 0, 0, 0, 0, 0, aversion=-1)
+
+    def next_zxid(self) -> int:
+        self.zxid += 1
+        return self.zxid
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _node(self, path: str) -> Node:
+        node = self.nodes.get(validate_path(path))
+        if node is None:
+            raise NoNodeError(path=path)
+        return node
+
+    def get(self, path: str, watcher: int | None = None) -> tuple[bytes | None, Stat]:
+        node = self._node(path)
+        if watcher is not None:
+            self.data_watches.setdefault(path, set()).add(watcher)
+        return node.data, node.stat()
+
+    def exists(self, path: str, watcher: int | None = None) -> Stat | None:
+        validate_path(path)
+        if watcher is not None:
+            self.data_watches.setdefault(path, set()).add(watcher)
+        node = self.nodes.get(path)
+        return None if node is None else node.stat()
+
+    def get_children(self, path: str, watcher: int | None = None) -> list[str]:
+        node = self._node(path)
+        if watcher is not None:
+            self.child_watches.setdefault(path, set()).add(watcher)
+        return sorted(node.children)
+
+    def set_watches(
+        self,
+        watcher: int,
+        relative_zxid: int,
+        data: Sequence[str] = (),
+        exist: Sequence[str] = (),
+        child: Sequence[str] = (),
+    ) -> list[Delivery]:
+        """A reconnecting client's watches (ZooKeeper's setWatches): the ones this tree
+        still holds stay; for the others, what changed after `relative_zxid` (the last
+        zxid the client saw) fires now, and the rest are registered again."""
+        deliveries: list[Delivery] = []
+        # (paths, watch table, event if the node is gone, event if it changed, its zxid)
+        kinds = [
+            (data, self.data_watches, EventType.DELETED, EventType.CHANGED, "mzxid"),
+            (exist, self.data_watches, None, EventType.CREATED, None),
+            (child, self.child_watches, EventType.DELETED, EventType.CHILD, "pzxid"),
+        ]
+        for paths, table, if_gone, if_changed, zxid_field in kinds:
+            for path in sorted(set(paths)):
+                if watcher in table.get(path, ()):
+                    continue
+                node = self.nodes.get(path)
+                if node is None:
+                    kind = if_gone  # an exists watch on a missing node keeps waiting
+                elif zxid_field is None or getattr(node, zxid_field) > relative_zxid:
+                    kind = if_changed
+                else:
+                    kind = None
+                if kind is None:
+                    table.setdefault(path, set()).add(watcher)
+                else:
+                    deliveries.append((watcher, WatchedEvent(kind, path)))
+        return deliveries
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def apply(
+        self, session_id: int, op: Any, now_ms: int | None = None
+    ) -> tuple[Any, list[Delivery]]:
+        """One write request: a zxid, the op applied or its ZkError raised (the zxid stays
+        consumed either way), and the watch deliveries."""
+        zxid = self.next_zxid()
+        plan = _Plan(self, session_id, zxid, self.clock() if now_ms is None else now_ms)
+        result = plan.prepare(op)
+        return result, plan.commit()
+
+    def multi(
+        self, session_id: int, ops: Sequence[Any], now_ms: int | None = None
+    ) -> tuple[list[Any], list[Delivery]]:
+        """All ops in one zxid, or none: a failed transaction returns RolledBackError for the
+        ops before the failing one, its error, and RuntimeInconsistencyError after it."""
+        zxid = self.next_zxid()
+        plan = _Plan(self, session_id, zxid, self.clock() if now_ms is None else now_ms)
+        results: list[Any] = []
+        for index, op in enumerate(ops):
+            try:
+                results.append(plan.prepare(op))
+            except ZkError as error:
+                failed = [RolledBackError(path=getattr(o, "path", None)) for o in ops[:index]]
+                failed.append(error)
+                failed += [
+                    RuntimeInconsistencyError(path=getattr(o, "path", None))
+                    for o in ops[index + 1 :]
+                ]
+                return failed, []
+        return results, plan.commit()
+
+    def close_session(self, session_id: int, now_ms: int | None = None) -> list[Delivery]:
+        """Deletes the session's ephemerals in one transaction and forgets its watches."""
+        zxid = self.next_zxid()
+        plan = _Plan(self, session_id, zxid, self.clock() if now_ms is None else now_ms)
+        for path in sorted(self.ephemerals.get(session_id, ()), reverse=True):
+            plan.prepare(DeleteOp(path))
+        deliveries = plan.commit()
+        self.ephemerals.pop(session_id, None)
+        for watches in (self.data_watches, self.child_watches):
+            for path in list(watches):
+                watches[path].discard(session_id)
+                if not watches[path]:
+                    del watches[path]
+        return [d for d in deliveries if d[0] != session_id]
+
+    def _fire(
+        self,
+        watches: dict[str, set[int]],
+        path: str,
+        kind: EventType,
+        already: frozenset[int] = frozenset(),
+    ) -> list[Delivery]:
+        """Fires and forgets the path's watches, skipping the watchers in `already` (a
+        delete fires one DELETED per watcher even if it watched both data and children)."""
+        return [
+            (sid, WatchedEvent(kind, path))
+            for sid in sorted(watches.pop(path, ()))
+            if sid not in already
+        ]
+
+
+@attrs.define
+class _Plan:
+    """Validates a request's ops against the tree as the earlier ops of the same request
+    left it (ZooKeeper's outstanding ChangeRecords), then applies them all at once."""
+
+    tree: DataTree
+    session_id: int
+    zxid: int
+    now: int  # the transaction's time (ZooKeeper's TxnHeader.time), ms
+    created: dict[str, Node] = attrs.field(factory=dict)
+    deleted: set[str] = attrs.field(factory=set)
+    changes: list[tuple[str, Any]] = attrs.field(factory=list)
+    # Pending node views so later ops of a multi see earlier ones.
+    pending: dict[str, Node | None] = attrs.field(factory=dict)
+
+    def _view(self, path: str) -> Node | None:
+        if path in self.pending:
+            return self.pending[path]
+        return self.tree.nodes.get(path)
+
+    def _pending_copy(self, path: str) -> Node:
+        node = self._view(path)
+        assert node is not None
+        copy = attrs.evolve(node, children=set(node.children))
+        self.pending[path] = copy
+        return copy
+
+    def prepare(self, op: Any) -> Any:
+        match op:
+            case CreateOp():
+                return self._create(op)
+            case DeleteOp():
+                return self._delete(op)
+            case SetDataOp():
+                return self._set(op)
+            case CheckOp():
+                validate_path(op.path)
+                node = self._view(op.path)
+                if node is None:
+                    raise NoNodeError(path=op.path)
+                if op.version != -1 and op.version != node.version:
+                    raise BadVersionError(path=op.path)
+                return True
+        raise BadArgumentsError(f"unknown op {op!r}")
+
+    def _create(self, op: CreateOp) -> str:
+        validate_path(op.path, sequential=op.sequence)
+        data = check_data(op.data, op.path)
+        parent_path = parent_of(op.path)
+        parent = self._view(parent_path)
+        if op.path == "/" and not op.sequence:
+            raise NodeExistsError(path=op.path)
+        if parent is None:
+            raise NoNodeError(path=op.path)
+        path = f"{op.path}{parent.cversion:010d}" if op.sequence else op.path
+        if self._view(path) is not None:
+            raise NodeExistsError(path=path)
+        if parent.ephemeral_owner:  # checked after NodeExists, as PrepRequestProcessor does
+            raise NoChildrenForEphemeralsError(path=op.path)
+        now = self.now
+        parent = self._pending_copy(parent_path)
+        parent.children.add(name_of(path))
+        parent.cversion += 1
+        parent.pzxid = self.zxid
+        owner = self.session_id if op.ephemeral else 0
+        self.pending[path] = Node(data, self.zxid, self.zxid, self.zxid, now, now,
+                                  ephemeral_owner=owner)  # fmt: skip
+        self.changes.append(("create", path))
+        return path
+
+    def _delete(self, op: DeleteOp) -> bool:
+        validate_path(op.path)
+        if op.path in SPECIAL_PATHS:
+            raise BadArgumentsError(f"cannot delete {op.path}: reserved", path=op.path)
+        node = self._view(op.path)
+        if node is None:
+            raise NoNodeError(path=op.path)
+        if op.version != -1 and op.version != node.version:
+            raise BadVersionError(path=op.path)
+        if node.children:
+            raise NotEmptyError(path=op.path)
+        parent_path = parent_of(op.path)
+        parent = self._pending_copy(parent_path)
+        parent.children.discard(name_of(op.path))
+        # The stored cversion counts creates only; the reported one moves (see Node).
+        parent.pzxid = max(parent.pzxid, self.zxid)
+        self.pending[op.path] = None
+        self.changes.append(("delete", op.path))
+        return True
+
+    def _set(self, op: SetDataOp) -> Stat:
+        validate_path(op.path)
+        data = check_data(op.data, op.path)
+        node = self._view(op.path)
+        if node is None:
+            raise NoNodeError(path=op.path)
+        if op.version != -1 and op.version != node.version:
+            raise BadVersionError(path=op.path)
+        node = self._pending_copy(op.path)
+        node.data = data
+        node.version += 1
+        node.mzxid = self.zxid
+        node.mtime = self.now
+        self.changes.append(("set", op.path))
+        return node.stat()
+
+    def commit(self) -> list[Delivery]:
+        tree = self.tree
+        for path, node in self.pending.items():
+            if node is None:
+                old = tree.nodes.pop(path, None)
+                if old is not None and old.ephemeral_owner:
+                    tree.ephemerals.get(old.ephemeral_owner, set()).discard(path)
+            else:
+                tree.nodes[path] = node
+                if node.ephemeral_owner:
+                    tree.ephemerals.setdefault(node.ephemeral_owner, set()).add(path)
+        deliveries: list[Delivery] = []
+        for kind, path in self.changes:
+            if kind == "create":
+                deliveries += tree._fire(tree.data_watches, path, EventType.CREATED)
+                deliveries += tree._fire(tree.child_watches, parent_of(path), EventType.CHILD)
+            elif kind == "delete":
+                fired = tree._fire(tree.data_watches, path, EventType.DELETED)
+                deliveries += fired
+                already = frozenset(sid for sid, _ in fired)
+                deliveries += tree._fire(tree.child_watches, path, EventType.DELETED, already)
+                deliveries += tree._fire(tree.child_watches, parent_of(path), EventType.CHILD)
+            else:
+                deliveries += tree._fire(tree.data_watches, path, EventType.CHANGED)
+        return deliveries
