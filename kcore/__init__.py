@@ -1,1 +1,5 @@
-"""kcore: see DESIGN.md."""
+"""kcore: Kafka's ZooKeeper-mode core on Trio (see DESIGN.md)."""
+
+from kcore._fetcher_id import fetcher_id
+
+__all__ = ["fetcher_id"]

@@ -1,0 +1,24 @@
+"""Broker and topic configuration with Kafka's dotted names, types and defaults.
+
+`KafkaConfig.from_dict({...})` or `KafkaConfig.from_properties_file(path)`; values may be
+strings (as in server.properties) or already typed. An unknown key or a bad value is a
+ConfigError naming the key and the value. Attributes use Python names
+(`config.replica_lag_time_max_ms` for `replica.lag.time.max.ms`).
+"""
+
+from kcore.config._broker import BROKER_DEFINITIONS, KafkaConfig, apply_dynamic
+from kcore.config._definitions import ConfigDef, ConfigError, parse_value
+from kcore.config._properties import parse_properties
+from kcore.config._topic import InvalidTopicConfigError, TopicConfig
+
+__all__ = [
+    "BROKER_DEFINITIONS",
+    "ConfigDef",
+    "ConfigError",
+    "InvalidTopicConfigError",
+    "KafkaConfig",
+    "TopicConfig",
+    "apply_dynamic",
+    "parse_properties",
+    "parse_value",
+]

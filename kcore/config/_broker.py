@@ -1,0 +1,158 @@
+"""The broker's static configuration (KafkaConfig) and Kafka's dynamic-config precedence."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from kcore.config._definitions import ConfigDef, ConfigError, parse_value
+from kcore.config._properties import parse_properties
+
+_LONG_MAX = 2**63 - 1
+
+# Kafka 3.5 names, types, defaults and validators (KafkaConfig.configDef).
+BROKER_DEFINITIONS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in (
+        ConfigDef("broker.id", "int", None, at_least=0, required=True),
+        ConfigDef("listeners", "list", ["PLAINTEXT://:9092"]),
+        ConfigDef("advertised.listeners", "list", None),
+        ConfigDef("listener.security.protocol.map", "string", None),
+        ConfigDef("inter.broker.listener.name", "string", None),
+        ConfigDef("log.dirs", "list", None),
+        ConfigDef("log.dir", "list", ["/tmp/kafka-logs"]),
+        ConfigDef("zookeeper.connect", "string", None, required=True),
+        ConfigDef("zookeeper.session.timeout.ms", "int", 18000),
+        ConfigDef("zookeeper.connection.timeout.ms", "int", None),
+        ConfigDef("zookeeper.max.in.flight.requests", "int", 10, at_least=1),
+        ConfigDef("broker.rack", "string", None),
+        ConfigDef("broker.id.generation.enable", "bool", True),
+        ConfigDef("reserved.broker.max.id", "int", 1000, at_least=0),
+        ConfigDef("replica.lag.time.max.ms", "long", 30000),
+        ConfigDef("min.insync.replicas", "int", 1, at_least=1),
+        ConfigDef("unclean.leader.election.enable", "bool", False),
+        ConfigDef("num.replica.fetchers", "int", 1),
+        ConfigDef("replica.fetch.wait.max.ms", "int", 500),
+        ConfigDef("replica.fetch.min.bytes", "int", 1),
+        ConfigDef("replica.fetch.max.bytes", "int", 1048576, at_least=0),
+        ConfigDef("replica.fetch.response.max.bytes", "int", 10485760, at_least=0),
+        ConfigDef("replica.fetch.backoff.ms", "int", 1000, at_least=0),
+        ConfigDef("replica.socket.timeout.ms", "int", 30000),
+        ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000),
+        ConfigDef("auto.leader.rebalance.enable", "bool", True),
+        ConfigDef("leader.imbalance.per.broker.percentage", "int", 10),
+        ConfigDef("leader.imbalance.check.interval.seconds", "long", 300, at_least=1),
+        ConfigDef("default.replication.factor", "int", 1),
+        ConfigDef("num.partitions", "int", 1, at_least=1),
+        ConfigDef("auto.create.topics.enable", "bool", True),
+        ConfigDef("delete.topic.enable", "bool", True),
+        ConfigDef("controlled.shutdown.enable", "bool", True),
+        ConfigDef("controlled.shutdown.max.retries", "int", 3),
+        ConfigDef("controlled.shutdown.retry.backoff.ms", "long", 5000),
+        ConfigDef("controller.socket.timeout.ms", "int", 30000),
+        ConfigDef("request.timeout.ms", "int", 30000, at_least=0),
+        ConfigDef("log.segment.bytes", "int", 1073741824, at_least=14),
+        ConfigDef("log.roll.hours", "int", 168, at_least=1),
+        ConfigDef("log.roll.ms", "long", None),
+        ConfigDef("log.retention.hours", "int", 168),
+        ConfigDef("log.retention.minutes", "int", None),
+        ConfigDef("log.retention.ms", "long", None),
+        ConfigDef("log.retention.bytes", "long", -1),
+        ConfigDef("log.retention.check.interval.ms", "long", 300000, at_least=1),
+        ConfigDef("log.cleanup.policy", "list", ["delete"], valid_values=("compact", "delete")),
+        ConfigDef("log.flush.interval.messages", "long", _LONG_MAX, at_least=1),
+        ConfigDef("log.flush.interval.ms", "long", None),
+        ConfigDef("log.index.interval.bytes", "int", 4096, at_least=0),
+        ConfigDef("message.max.bytes", "int", 1048588, at_least=0),
+        ConfigDef("offsets.topic.replication.factor", "short", 3, at_least=1),
+        ConfigDef("offsets.topic.num.partitions", "int", 50, at_least=1),
+        ConfigDef("transaction.state.log.replication.factor", "short", 3, at_least=1),
+        ConfigDef("transaction.state.log.min.isr", "int", 2, at_least=1),
+        ConfigDef("group.initial.rebalance.delay.ms", "int", 3000),
+        ConfigDef("num.network.threads", "int", 3, at_least=1),
+        ConfigDef("num.io.threads", "int", 8, at_least=1),
+        ConfigDef("num.recovery.threads.per.data.dir", "int", 1, at_least=1),
+        ConfigDef("socket.send.buffer.bytes", "int", 102400),
+        ConfigDef("socket.receive.buffer.bytes", "int", 102400),
+        ConfigDef("socket.request.max.bytes", "int", 104857600, at_least=1),
+    )
+}
+
+
+@attrs.frozen
+class KafkaConfig:
+    """Parsed broker settings. `config.get("log.dirs")` by Kafka's name, or attributes by
+    Python name (`config.log_dirs`); `originals` keeps what was given, for re-layering."""
+
+    values: Mapping[str, Any]
+    originals: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @classmethod
+    def from_dict(cls, settings: Mapping[str, Any]) -> KafkaConfig:
+        values: dict[str, Any] = {}
+        for key, value in settings.items():
+            definition = BROKER_DEFINITIONS.get(key)
+            if definition is None:
+                raise ConfigError(f"Unknown configuration {key!r} (value {value!r})")
+            values[key] = parse_value(definition, value)
+        for definition in BROKER_DEFINITIONS.values():
+            if values.get(definition.name) is None:
+                if definition.required:
+                    raise ConfigError(f"Missing required configuration {definition.name!r}")
+                values[definition.name] = definition.default
+        # Derived defaults as in Kafka: log.dirs falls back to log.dir, the ZooKeeper
+        # connection timeout to the session timeout.
+        if values["log.dirs"] is None:
+            values["log.dirs"] = values["log.dir"]
+        if values["zookeeper.connection.timeout.ms"] is None:
+            values["zookeeper.connection.timeout.ms"] = values["zookeeper.session.timeout.ms"]
+        if not values["log.dirs"]:
+            raise ConfigError("Invalid value for configuration log.dirs: no log directory")
+        return cls(values, dict(settings))
+
+    @classmethod
+    def from_properties_file(cls, path: str | pathlib.Path) -> KafkaConfig:
+        return cls.from_dict(parse_properties(pathlib.Path(path).read_text(encoding="utf-8")))
+
+    def get(self, name: str) -> Any:
+        if name not in self.values:
+            raise ConfigError(f"Unknown configuration {name!r}")
+        return self.values[name]
+
+    @property
+    def log_retention_time_ms(self) -> int:
+        """log.retention.ms, else .minutes, else .hours (Kafka's precedence); -1 = forever."""
+        millis = self.values["log.retention.ms"]
+        if millis is None:
+            minutes = self.values["log.retention.minutes"]
+            if minutes is None:
+                millis = self.values["log.retention.hours"] * 3_600_000
+            else:
+                millis = minutes * 60_000
+        return -1 if millis < 0 else millis
+
+    @property
+    def log_roll_time_ms(self) -> int:
+        millis = self.values["log.roll.ms"]
+        return millis if millis is not None else self.values["log.roll.hours"] * 3_600_000
+
+    def __getattr__(self, attribute: str) -> Any:
+        values = object.__getattribute__(self, "values")
+        name = attribute.replace("_", ".")
+        if name in values:
+            return values[name]
+        raise AttributeError(f"KafkaConfig has no setting {name!r}")
+
+
+def apply_dynamic(
+    static: KafkaConfig,
+    cluster_default: Mapping[str, Any] | None = None,
+    per_broker: Mapping[str, Any] | None = None,
+) -> KafkaConfig:
+    """The effective config under Kafka's precedence: per-broker dynamic (/config/brokers/
+    <id>) > cluster-default dynamic (/config/brokers/<default>) > static > default."""
+    layered = {**static.originals, **(cluster_default or {}), **(per_broker or {})}
+    return KafkaConfig.from_dict(layered)

@@ -1,0 +1,287 @@
+import re
+
+import pytest
+
+from kcore.config import (
+    ConfigError,
+    InvalidTopicConfigError,
+    KafkaConfig,
+    TopicConfig,
+    apply_dynamic,
+    parse_properties,
+)
+from kcore.errors import InvalidConfigurationError, KafkaError
+
+REQUIRED = {"broker.id": "1", "zookeeper.connect": "localhost:2181"}
+
+
+def make(**extra: object) -> KafkaConfig:
+    return KafkaConfig.from_dict({**REQUIRED, **extra})
+
+
+KAFKA_DEFAULTS = [
+    ("broker_id", 1),
+    ("listeners", ["PLAINTEXT://:9092"]),
+    ("advertised_listeners", None),
+    ("log_dirs", ["/tmp/kafka-logs"]),
+    ("zookeeper_session_timeout_ms", 18000),
+    ("zookeeper_connection_timeout_ms", 18000),
+    ("replica_lag_time_max_ms", 30000),
+    ("min_insync_replicas", 1),
+    ("unclean_leader_election_enable", False),
+    ("num_replica_fetchers", 1),
+    ("replica_fetch_wait_max_ms", 500),
+    ("replica_fetch_min_bytes", 1),
+    ("replica_fetch_max_bytes", 1048576),
+    ("replica_fetch_backoff_ms", 1000),
+    ("replica_socket_timeout_ms", 30000),
+    ("replica_high_watermark_checkpoint_interval_ms", 5000),
+    ("auto_leader_rebalance_enable", True),
+    ("leader_imbalance_per_broker_percentage", 10),
+    ("leader_imbalance_check_interval_seconds", 300),
+    ("default_replication_factor", 1),
+    ("num_partitions", 1),
+    ("auto_create_topics_enable", True),
+    ("delete_topic_enable", True),
+    ("controlled_shutdown_enable", True),
+    ("controlled_shutdown_max_retries", 3),
+    ("controlled_shutdown_retry_backoff_ms", 5000),
+    ("controller_socket_timeout_ms", 30000),
+    ("request_timeout_ms", 30000),
+    ("log_segment_bytes", 1073741824),
+    ("log_roll_hours", 168),
+    ("log_retention_hours", 168),
+    ("log_retention_bytes", -1),
+    ("log_flush_interval_messages", 2**63 - 1),
+    ("message_max_bytes", 1048588),
+    ("broker_rack", None),
+    ("reserved_broker_max_id", 1000),
+    ("offsets_topic_replication_factor", 3),
+]
+
+
+@pytest.mark.parametrize(("attribute", "expected"), KAFKA_DEFAULTS)
+def test_kafka_defaults(attribute: str, expected: object) -> None:
+    value = getattr(make(), attribute)
+    assert value == expected
+    assert type(value) is type(expected)
+
+
+def test_get_by_dotted_name() -> None:
+    assert make().get("zookeeper.connect") == "localhost:2181"
+    assert make().get("replica.lag.time.max.ms") == 30000
+
+
+def test_string_values_are_parsed_like_kafka() -> None:
+    config = make(
+        **{
+            "listeners": " PLAINTEXT://a:1 , INTERNAL://b:2 ",
+            "unclean.leader.election.enable": "TRUE",
+            "auto.leader.rebalance.enable": " False ",
+            "replica.lag.time.max.ms": " 10000 ",
+            "broker.rack": " r1 ",
+            "num.io.threads": "16",
+            "num.network.threads": 4,
+        }
+    )
+    assert config.listeners == ["PLAINTEXT://a:1", "INTERNAL://b:2"]
+    assert config.unclean_leader_election_enable is True
+    assert config.auto_leader_rebalance_enable is False
+    assert config.replica_lag_time_max_ms == 10000
+    assert config.broker_rack == "r1"
+    assert config.num_io_threads == 16
+
+
+def test_log_dirs_wins_over_log_dir() -> None:
+    assert make(**{"log.dir": "/a"}).log_dirs == ["/a"]
+    assert make(**{"log.dir": "/a", "log.dirs": "/b,/c"}).log_dirs == ["/b", "/c"]
+
+
+def test_connection_timeout_defaults_to_session_timeout() -> None:
+    assert make(**{"zookeeper.session.timeout.ms": "6000"}).zookeeper_connection_timeout_ms == 6000
+    config = make(**{"zookeeper.connection.timeout.ms": 100})
+    assert config.zookeeper_connection_timeout_ms == 100
+
+
+@pytest.mark.parametrize("missing", ["broker.id", "zookeeper.connect"])
+def test_required_keys(missing: str) -> None:
+    settings = dict(REQUIRED)
+    del settings[missing]
+    with pytest.raises(ConfigError, match=re.escape(missing)):
+        KafkaConfig.from_dict(settings)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("broker.id", "one"),
+        ("broker.id", "-1"),
+        ("broker.id", "2147483648"),
+        ("num.partitions", "0"),
+        ("num.partitions", "1.5"),
+        ("num.partitions", True),
+        ("min.insync.replicas", "0"),
+        ("unclean.leader.election.enable", "yes"),
+        ("log.segment.bytes", "13"),
+        ("offsets.topic.replication.factor", "40000"),
+        ("log.cleanup.policy", "delete,shred"),
+        ("leader.imbalance.check.interval.seconds", "0"),
+        ("zookeeper.session.timeout.ms", "1_000"),
+    ],
+)
+def test_bad_value_names_key_and_value(key: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=re.escape(key)) as info:
+        make(**{key: value})
+    assert repr(value) in str(info.value)
+
+
+def test_unknown_key_is_named() -> None:
+    with pytest.raises(ConfigError, match=re.escape("no.such.setting")):
+        make(**{"no.such.setting": "1"})
+
+
+def test_config_error_is_a_value_error() -> None:
+    assert issubclass(ConfigError, ValueError)
+
+
+def test_unknown_attribute_and_name() -> None:
+    config = make()
+    with pytest.raises(AttributeError, match=re.escape("no.such")):
+        _ = config.no_such
+    with pytest.raises(ConfigError, match=re.escape("no.such")):
+        config.get("no.such")
+
+
+def test_retention_and_roll_precedence() -> None:
+    assert make().log_retention_time_ms == 168 * 3_600_000
+    assert make(**{"log.retention.minutes": 5}).log_retention_time_ms == 300_000
+    both = make(**{"log.retention.minutes": 5, "log.retention.ms": 42})
+    assert both.log_retention_time_ms == 42
+    assert make(**{"log.retention.ms": -5}).log_retention_time_ms == -1
+    assert make(**{"log.roll.hours": 1}).log_roll_time_ms == 3_600_000
+    assert make(**{"log.roll.ms": 7}).log_roll_time_ms == 7
+
+
+PROPERTIES = r"""
+# A comment
+! another comment
+broker.id=3
+zookeeper.connect : zk1:2181,\
+    zk2:2181/kafka
+listeners PLAINTEXT://host:9092
+   log.dirs=/data/a,/data/b
+broker.rack=rack\u0031
+unclean.leader.election.enable =true
+"""
+
+
+def test_properties_syntax() -> None:
+    assert parse_properties(PROPERTIES) == {
+        "broker.id": "3",
+        "zookeeper.connect": "zk1:2181,zk2:2181/kafka",
+        "listeners": "PLAINTEXT://host:9092",
+        "log.dirs": "/data/a,/data/b",
+        "broker.rack": "rack1",
+        "unclean.leader.election.enable": "true",
+    }
+
+
+def test_properties_escapes_and_empty_values() -> None:
+    assert parse_properties("a\\=b=c\\\\\nempty\nk=v\\\\\n") == {
+        "a=b": "c\\",
+        "empty": "",
+        "k": "v\\",
+    }
+
+
+def test_from_properties_file(tmp_path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(PROPERTIES, encoding="utf-8")
+    config = KafkaConfig.from_properties_file(path)
+    assert config.broker_id == 3
+    assert config.zookeeper_connect == "zk1:2181,zk2:2181/kafka"
+    assert config.log_dirs == ["/data/a", "/data/b"]
+    assert config.broker_rack == "rack1"
+    assert config.unclean_leader_election_enable is True
+
+
+def test_properties_file_with_bad_value_names_key(tmp_path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=1\nzookeeper.connect=zk\nnum.partitions=many\n")
+    with pytest.raises(ConfigError, match=r"num\.partitions.*many|many.*num\.partitions"):
+        KafkaConfig.from_properties_file(path)
+
+
+def test_dynamic_precedence() -> None:
+    static = make(**{"min.insync.replicas": "2", "num.io.threads": "4"})
+    cluster = {"min.insync.replicas": "3", "num.replica.fetchers": "2"}
+    broker = {"num.replica.fetchers": "5"}
+    effective = apply_dynamic(static, cluster, broker)
+    assert effective.num_replica_fetchers == 5  # per-broker beats cluster default
+    assert effective.min_insync_replicas == 3  # cluster default beats static
+    assert effective.num_io_threads == 4  # static beats default
+    assert effective.num_partitions == 1  # default
+    assert apply_dynamic(static).min_insync_replicas == 2
+    assert static.min_insync_replicas == 2  # the static config is unchanged
+
+
+def test_dynamic_bad_value_is_rejected() -> None:
+    with pytest.raises(ConfigError, match=re.escape("min.insync.replicas")):
+        apply_dynamic(make(), per_broker={"min.insync.replicas": "0"})
+
+
+def test_topic_config_defaults_from_broker() -> None:
+    broker = make(
+        **{
+            "min.insync.replicas": 2,
+            "log.retention.hours": 1,
+            "log.segment.bytes": 1000,
+            "log.roll.ms": 60000,
+            "log.cleanup.policy": "compact",
+            "message.max.bytes": 500,
+            "log.retention.bytes": 10,
+            "unclean.leader.election.enable": "true",
+        }
+    )
+    topic = TopicConfig.from_dict({}, broker)
+    assert topic == TopicConfig(
+        min_insync_replicas=2,
+        unclean_leader_election_enable=True,
+        retention_ms=3_600_000,
+        retention_bytes=10,
+        segment_bytes=1000,
+        segment_ms=60000,
+        cleanup_policy=("compact",),
+        max_message_bytes=500,
+    )
+
+
+def test_topic_overrides_win() -> None:
+    broker = make(**{"min.insync.replicas": 2})
+    topic = TopicConfig.from_dict(
+        {"min.insync.replicas": "3", "cleanup.policy": "compact,delete", "retention.ms": "-1"},
+        broker,
+    )
+    assert topic.min_insync_replicas == 3
+    assert topic.cleanup_policy == ("compact", "delete")
+    assert topic.retention_ms == -1
+
+
+def test_topic_defaults_without_broker_config_are_kafkas() -> None:
+    topic = TopicConfig.from_dict({})
+    assert topic == TopicConfig.from_dict({}, make())
+    assert topic.retention_ms == 604800000
+    assert topic.max_message_bytes == 1048588
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("min.insync.replicas", "0"), ("segment.bytes", "1"), ("cleanup.policy", "x"), ("foo", "1")],
+)
+def test_bad_topic_config_is_invalid_config_error(key: str, value: str) -> None:
+    with pytest.raises(InvalidTopicConfigError, match=re.escape(key)) as info:
+        TopicConfig.from_dict({key: value})
+    assert isinstance(info.value, InvalidConfigurationError)
+    assert isinstance(info.value, KafkaError)
+    assert info.value.code == 40
+    assert isinstance(info.value, ValueError)
