@@ -66,4 +66,4 @@ def get_workload(name: str) -> Workload:
 
 
 # Importing a workload module registers it.
-from bench.workloads import transport_raw  # noqa: E402, F401
+from bench.workloads import transport_raw, zk_ops  # noqa: E402, F401

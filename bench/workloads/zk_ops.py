@@ -1,0 +1,145 @@
+"""zk-ops: create / get / set / delete of small znodes, one at a time and pipelined, against
+the zkstub server (TCP loopback) and a real ZooKeeper through the same client interface, in
+one run, so the report is a ratio (zkstub over ZooKeeper) measured on the same machine."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+import transport
+import zkstub
+from bench._rows import RowWriter
+from bench.workloads import Summary, WorkloadOptions, workload
+
+NAME = "zk-ops"
+OPS = ("create", "get", "set", "delete")
+
+
+@attrs.frozen
+class ZkOpsParams:
+    nodes: int = 500  # znodes per op kind, one at a time
+    pipelined: int = 2000  # gets with `in_flight` outstanding
+    in_flight: int = 32
+    value: bytes = b"x" * 64
+
+
+def params_for(options: WorkloadOptions) -> ZkOpsParams:
+    return ZkOpsParams(nodes=50, pipelined=200) if options.quick else ZkOpsParams()
+
+
+@contextlib.asynccontextmanager
+async def _zkstub_target() -> AsyncIterator[str]:
+    async with zkstub.open_server(network=transport.TcpNetwork()) as server:
+        yield f"127.0.0.1:{server.address[1]}"
+
+
+@contextlib.asynccontextmanager
+async def _real_target() -> AsyncIterator[str | None]:
+    try:
+        import zkstub.testing as testing
+    except ImportError:
+        yield None
+        return
+    if not (testing.java_available() and testing.find_zookeeper_classpath()):
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="zk-ops-") as data_dir:
+        async with testing.run_real_zookeeper(Path(data_dir)) as real:
+            yield f"zookeeper://{real.connect_string}"
+
+
+@workload(
+    NAME,
+    "create/get/set/delete of small znodes, sequential and pipelined, zkstub vs a real "
+    "ZooKeeper through the same client",
+)
+async def run(rows: RowWriter, options: WorkloadOptions) -> Summary:
+    params = params_for(options)
+    summary: Summary = []
+    throughput: dict[str, float] = {}
+    for target, opener in (("zkstub", _zkstub_target), ("zookeeper", _real_target)):
+        async with opener() as connect_string:
+            if connect_string is None:
+                summary.append({"target": target, "skipped": "no ZooKeeper/Java on this machine"})
+                continue
+            async with zkstub.connect(
+                connect_string, session_timeout=10.0, rng=random.Random(options.seed)
+            ) as zk:
+                results = await run_zk_ops(rows, params, zk, target)
+            summary += results
+            throughput[target] = sum(r["ops_per_s"] for r in results) / len(results)
+    if len(throughput) == 2:
+        summary.append(
+            {
+                "ratio": "zkstub/zookeeper",
+                "ops_per_s": throughput["zkstub"] / throughput["zookeeper"],
+            }
+        )
+    return summary
+
+
+async def run_zk_ops(rows: RowWriter, params: ZkOpsParams, zk: Any, target: str) -> Summary:
+    summary = []
+    root = f"/bench-{time.time_ns()}"
+    await zk.create(root, b"")
+    paths = [f"{root}/n{i:06d}" for i in range(params.nodes)]
+    calls = {
+        "create": lambda p: zk.create(p, params.value),
+        "get": lambda p: zk.get(p),
+        "set": lambda p: zk.set(p, params.value),
+        "delete": lambda p: zk.delete(p),
+    }
+    for op in OPS:
+        case = f"{target}-{op}-sequential"
+        start = time.perf_counter_ns()
+        for path in paths:
+            began = time.perf_counter_ns()
+            await calls[op](path)
+            rows.write(
+                case=case, op=op, params={"target": target, "in_flight": 1},
+                start_time=time.time(), latency_ns=time.perf_counter_ns() - began,
+                nbytes=len(params.value) if op in ("create", "set") else 0,
+            )  # fmt: skip
+        elapsed = (time.perf_counter_ns() - start) / 1e9
+        summary.append({"case": case, "ops_per_s": len(paths) / elapsed})
+    summary.append(await _pipelined_gets(rows, params, zk, target, root))
+    await zk.delete(root, recursive=True)
+    return summary
+
+
+async def _pipelined_gets(rows: RowWriter, params: ZkOpsParams, zk: Any, target: str, root: str):
+    path = f"{root}/pipelined"
+    await zk.create(path, params.value)
+    case = f"{target}-get-pipelined-x{params.in_flight}"
+    remaining = params.pipelined
+    start = time.perf_counter_ns()
+
+    async def worker() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            began = time.perf_counter_ns()
+            await zk.get(path)
+            rows.write(
+                case=case, op="get", params={"target": target, "in_flight": params.in_flight},
+                start_time=time.time(), latency_ns=time.perf_counter_ns() - began,
+            )  # fmt: skip
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(params.in_flight):
+            nursery.start_soon(worker)
+    elapsed = (time.perf_counter_ns() - start) / 1e9
+    await zk.delete(path)
+    return {"case": case, "ops_per_s": params.pipelined / max(elapsed, 1e-9)}
+
+
+__all__ = ["ZkOpsParams", "run_zk_ops"]
