@@ -130,10 +130,15 @@ _ERRORS: tuple[tuple[int, str, str, bool], ...] = (
     (106, "FETCH_SESSION_TOPIC_ID_ERROR", "FetchSessionTopicIdError", True),
     (107, "INELIGIBLE_REPLICA", "IneligibleReplicaError", False),
     (108, "NEW_LEADER_ELECTED", "NewLeaderElectedError", False),
+    (109, "OFFSET_MOVED_TO_TIERED_STORAGE", "OffsetMovedToTieredStorageError", False),
+    (110, "FENCED_MEMBER_EPOCH", "FencedMemberEpochError", False),
+    (111, "UNRELEASED_INSTANCE_ID", "UnreleasedInstanceIdError", False),
+    (112, "UNSUPPORTED_ASSIGNOR", "UnsupportedAssignorError", False),
 )
 
 ERROR_CLASSES: dict[int, type[KafkaError]] = {}
 ERROR_NAMES: dict[int, str] = {0: "NONE"}
+ERROR_CODES: dict[str, int] = {"NONE": 0}
 
 for _code, _name, _class_name, _retriable in _ERRORS:
     _cls = type(
@@ -150,6 +155,7 @@ for _code, _name, _class_name, _retriable in _ERRORS:
     globals()[_class_name] = _cls
     ERROR_CLASSES[_code] = _cls
     ERROR_NAMES[_code] = _name
+    ERROR_CODES[_name] = _code
 del _code, _name, _class_name, _retriable, _cls
 
 # Static names for the errors kcore raises and tests import (the table above defines them;
@@ -191,6 +197,7 @@ def raise_for_code(code: int, message: str = "") -> None:
 
 __all__ = [
     "ERROR_CLASSES",
+    "ERROR_CODES",
     "ERROR_NAMES",
     "KafkaError",
     "error_for_code",

@@ -6,17 +6,22 @@ ConfigError naming the key and the value. Attributes use Python names
 (`config.replica_lag_time_max_ms` for `replica.lag.time.max.ms`).
 """
 
-from kcore.config._broker import BROKER_DEFINITIONS, KafkaConfig, apply_dynamic
-from kcore.config._definitions import ConfigDef, ConfigError, parse_value
+from kcore.config._broker import BROKER_DEFINITIONS, KafkaConfig
+from kcore.config._definitions import ConfigDef, ConfigError, Password, parse_value
+from kcore.config._dynamic import ConfigSource, DynamicConfigView, apply_dynamic
 from kcore.config._properties import parse_properties
-from kcore.config._topic import InvalidTopicConfigError, TopicConfig
+from kcore.config._topic import InvalidTopicConfigError, LogConfig, TopicConfig
 
 __all__ = [
     "BROKER_DEFINITIONS",
     "ConfigDef",
     "ConfigError",
+    "ConfigSource",
+    "DynamicConfigView",
     "InvalidTopicConfigError",
     "KafkaConfig",
+    "LogConfig",
+    "Password",
     "TopicConfig",
     "apply_dynamic",
     "parse_properties",

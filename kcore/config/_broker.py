@@ -78,6 +78,11 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("socket.send.buffer.bytes", "int", 102400),
         ConfigDef("socket.receive.buffer.bytes", "int", 102400),
         ConfigDef("socket.request.max.bytes", "int", 104857600, at_least=1),
+        ConfigDef("ssl.keystore.password", "password", None),
+        ConfigDef("ssl.key.password", "password", None),
+        ConfigDef("ssl.truststore.password", "password", None),
+        ConfigDef("zookeeper.ssl.keystore.password", "password", None),
+        ConfigDef("zookeeper.ssl.truststore.password", "password", None),
     )
 }
 
@@ -88,7 +93,7 @@ class KafkaConfig:
     Python name (`config.log_dirs`); `originals` keeps what was given, for re-layering."""
 
     values: Mapping[str, Any]
-    originals: Mapping[str, Any] = attrs.field(factory=dict)
+    originals: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
 
     @classmethod
     def from_dict(cls, settings: Mapping[str, Any]) -> KafkaConfig:
@@ -145,14 +150,3 @@ class KafkaConfig:
         if name in values:
             return values[name]
         raise AttributeError(f"KafkaConfig has no setting {name!r}")
-
-
-def apply_dynamic(
-    static: KafkaConfig,
-    cluster_default: Mapping[str, Any] | None = None,
-    per_broker: Mapping[str, Any] | None = None,
-) -> KafkaConfig:
-    """The effective config under Kafka's precedence: per-broker dynamic (/config/brokers/
-    <id>) > cluster-default dynamic (/config/brokers/<default>) > static > default."""
-    layered = {**static.originals, **(cluster_default or {}), **(per_broker or {})}
-    return KafkaConfig.from_dict(layered)

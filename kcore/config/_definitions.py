@@ -20,10 +20,22 @@ class ConfigError(ValueError):
     """A configuration key is unknown, missing, or has a bad value."""
 
 
+@attrs.frozen(repr=False)
+class Password:
+    """A secret setting (Kafka's Password type): printing it never shows the secret."""
+
+    value: str
+
+    def __repr__(self) -> str:
+        return "[hidden]"
+
+    __str__ = __repr__
+
+
 @attrs.frozen
 class ConfigDef:
     name: str
-    kind: str  # int, short, long, bool, string, list, double
+    kind: str  # int, short, long, bool, string, list, double, password
     default: Any
     at_least: float | None = None
     at_most: float | None = None
@@ -32,7 +44,8 @@ class ConfigDef:
 
 
 def _bad(definition: ConfigDef, value: Any, why: str) -> ConfigError:
-    return ConfigError(f"Invalid value {value!r} for configuration {definition.name}: {why}")
+    shown = "[hidden]" if definition.kind == "password" else repr(value)
+    return ConfigError(f"Invalid value {shown} for configuration {definition.name}: {why}")
 
 
 def parse_value(definition: ConfigDef, value: Any) -> Any:
@@ -78,6 +91,12 @@ def _parse_type(definition: ConfigDef, value: Any) -> Any:
         if isinstance(value, Sequence) and all(isinstance(item, str) for item in value):
             return [item.strip() for item in value]
         raise _bad(definition, value, "Expected a comma separated list.")
+    if kind == "password":
+        if isinstance(value, Password):
+            return value
+        if isinstance(value, str):
+            return Password(value)
+        raise _bad(definition, value, "Expected value to be a string")
     if isinstance(value, str):
         return value.strip()
     raise _bad(definition, value, "Expected value to be a string")

@@ -78,3 +78,7 @@ class TopicConfig:
     @staticmethod
     def names() -> tuple[str, ...]:
         return tuple(_TOPIC_DEFINITIONS)
+
+
+# Kafka's name for the same thing (kafka.log.LogConfig).
+LogConfig = TopicConfig

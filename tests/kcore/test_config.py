@@ -4,8 +4,11 @@ import pytest
 
 from kcore.config import (
     ConfigError,
+    DynamicConfigView,
     InvalidTopicConfigError,
     KafkaConfig,
+    LogConfig,
+    Password,
     TopicConfig,
     apply_dynamic,
     parse_properties,
@@ -223,6 +226,49 @@ def test_dynamic_precedence() -> None:
     assert effective.num_partitions == 1  # default
     assert apply_dynamic(static).min_insync_replicas == 2
     assert static.min_insync_replicas == 2  # the static config is unchanged
+
+
+def test_dynamic_config_view_reports_each_value_and_its_layer() -> None:
+    static = make(**{"min.insync.replicas": "2", "num.io.threads": "4"})
+    view = DynamicConfigView(
+        static,
+        cluster_default={"min.insync.replicas": "3", "num.replica.fetchers": "2"},
+        per_broker={"num.replica.fetchers": "5"},
+    )
+    assert view.get("num.replica.fetchers") == 5
+    assert view.num_replica_fetchers == 5
+    assert view.min_insync_replicas == 3
+    assert [
+        view.source(name)
+        for name in (
+            "num.replica.fetchers",
+            "min.insync.replicas",
+            "num.io.threads",
+            "num.partitions",
+        )
+    ] == ["per_broker", "cluster_default", "static", "default"]
+    with pytest.raises(ConfigError, match=re.escape("no.such.key")):
+        view.source("no.such.key")
+
+
+def test_dynamic_view_rejects_a_bad_layer() -> None:
+    with pytest.raises(ConfigError, match=r"'zero'.*num\.io\.threads"):
+        DynamicConfigView(make(), cluster_default={"num.io.threads": "zero"})
+
+
+def test_passwords_are_kept_but_never_shown() -> None:
+    config = make(**{"ssl.keystore.password": "s3cret"})
+    secret = config.ssl_keystore_password
+    assert isinstance(secret, Password)
+    assert secret.value == "s3cret"
+    assert "s3cret" not in repr(config) and "s3cret" not in str(secret)
+    with pytest.raises(ConfigError, match=re.escape("ssl.key.password")) as raised:
+        make(**{"ssl.key.password": 12345})
+    assert "12345" not in str(raised.value)
+
+
+def test_log_config_is_kafkas_name_for_topic_config() -> None:
+    assert LogConfig is TopicConfig
 
 
 def test_dynamic_bad_value_is_rejected() -> None:

@@ -38,6 +38,7 @@ def test_reassign_election() -> None:
 def test_preferred_replica_election() -> None:
     assert preferred_replica_partition_leader_election([2, 4], [2, 4], {2, 4}) == 2
     assert preferred_replica_partition_leader_election([2, 4], [2], set()) is None
+    assert preferred_replica_partition_leader_election([2, 4], [2, 4], {4}) is None
     assert preferred_replica_partition_leader_election([2, 4], [4], {2, 4}) is None
     assert preferred_replica_partition_leader_election([2, 4], [], set()) is None
     assert preferred_replica_partition_leader_election([], [2], {2}) is None

@@ -12,7 +12,8 @@ from kcore._fetcher_id import fetcher_id, java_string_hash
         ("Aa", 2112),
         ("BB", 2112),
         ("polygenelubricants", -(2**31)),
-        ("topic-with-a-rather-long-name", java_string_hash("topic-with-a-rather-long-name")),
+        ("Hello", 69609650),
+        ("hello world", 1794106052),  # overflows 32 bits on the way
         ("\U0001f600", 55357 * 31 + 56832),  # one code point, two UTF-16 units
     ],
 )

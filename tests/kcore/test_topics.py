@@ -23,6 +23,7 @@ def test_legal_names(name: str) -> None:
         ("foo bar", "character other than"),
         ("tøpic", "character other than"),
         ("foo/bar", "character other than"),
+        ("foo\n", "character other than"),
     ],
 )
 def test_illegal_names_say_why(name: str, reason: str) -> None:
