@@ -1,0 +1,192 @@
+"""One contract, three targets: the in-process client (`local`), the zkstub server over TCP
+(`tcp`), and a real ZooKeeper 3.8 through the kazoo adapter (`real`).
+
+The real server is started once per test session (a JVM takes seconds) in a thread of its
+own with its own Trio loop, since each pytest-trio test runs in a fresh `trio.run`; every
+test works under its own unique path so tests cannot see each other's nodes.
+"""
+
+import contextlib
+import importlib
+import importlib.util
+import re
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+import trio
+
+import transport
+import zkstub
+
+TARGETS = ["local", "tcp", "real"]
+
+
+def _testing_module():
+    if importlib.util.find_spec("zkstub.testing") is None:
+        return None
+    return importlib.import_module("zkstub.testing")
+
+
+class _RealServerThread:
+    """Runs `zkstub.testing.run_real_zookeeper` in a background Trio loop until stopped."""
+
+    def __init__(self, testing, data_dir: Path) -> None:
+        self._testing = testing
+        self._data_dir = data_dir
+        self._ready = threading.Event()
+        self._stop: trio.Event | None = None
+        self._token = None
+        self.real = None
+        self.connect_string = ""
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="real-zookeeper", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as error:  # reported to the tests, which then fail
+            self.error = error
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._stop = trio.Event()
+        self._token = trio.lowlevel.current_trio_token()
+        async with self._testing.run_real_zookeeper(self._data_dir) as real:
+            self.real = real
+            self.connect_string = real.connect_string
+            self._ready.set()
+            await self._stop.wait()
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(timeout=120)
+        if self.error is not None:
+            raise RuntimeError(f"real ZooKeeper did not start: {self.error!r}")
+
+    async def call(self, async_fn, *args):
+        """Run `async_fn(*args)` in the real server's own Trio loop, from a test's loop."""
+        token = self._token
+        return await trio.to_thread.run_sync(
+            lambda: trio.from_thread.run(async_fn, *args, trio_token=token)
+        )
+
+    def stop(self) -> None:
+        if self._token is not None and self._stop is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+        self._thread.join(timeout=60)
+
+
+@pytest.fixture(scope="session")
+def real_zookeeper(require_external):
+    testing = _testing_module()
+    require_external(
+        "zkstub.testing (real ZooKeeper runner)",
+        testing is not None,
+        "zkstub/testing.py is written by the kazoo-adapter helper",
+    )
+    classpath_found = testing.java_available() and testing.find_zookeeper_classpath() is not None
+    require_external("ZooKeeper", classpath_found, "apt-get install zookeeper default-jre")
+    with tempfile.TemporaryDirectory(prefix="zk-conformance-") as data_dir:
+        runner = _RealServerThread(testing, Path(data_dir))
+        runner.start()
+        try:
+            yield runner
+        finally:
+            runner.stop()
+
+
+@pytest.fixture(params=TARGETS)
+def target(request):
+    if request.param == "real":
+        return ("real", request.getfixturevalue("real_zookeeper"))
+    return (request.param, None)
+
+
+@pytest.fixture
+async def open_client(target):
+    """`await open_client(chroot="")`: a new client of the target, closed after the test.
+
+    Each client lives in a task of this fixture's nursery (pytest-trio runs fixtures and the
+    test in different tasks, and a client's own nursery must belong to one task)."""
+    kind, real_runner = target
+    async with contextlib.AsyncExitStack() as stack:
+        network = transport.TcpNetwork() if kind == "tcp" else None
+        server = None
+        if kind != "real":
+            address = ("127.0.0.1", 0) if kind == "tcp" else None
+            server = await stack.enter_async_context(
+                zkstub.open_server(network=network, address=address)
+            )
+
+        def context_for(chroot: str):
+            if kind == "real":
+                return zkstub.connect(
+                    f"zookeeper://{real_runner.connect_string}{chroot}", session_timeout=10.0
+                )
+            if kind == "local":
+                return server.connect_local(session_timeout=10.0, chroot=chroot)
+            host, port = server.address
+            return zkstub.connect(f"{host}:{port}{chroot}", session_timeout=10.0, network=network)
+
+        done = trio.Event()
+
+        async def hold(chroot, *, task_status=trio.TASK_STATUS_IGNORED):
+            async with context_for(chroot) as client:
+                task_status.started(client)
+                await done.wait()
+
+        async with trio.open_nursery() as nursery:
+
+            async def factory(chroot: str = ""):
+                return await nursery.start(hold, chroot)
+
+            factory.controls = _Controls(kind, server, real_runner)
+            yield factory
+            done.set()
+
+
+class _Controls:
+    """Expire a client's session, or cut its connection, on whichever target runs."""
+
+    def __init__(self, kind, server, real_runner) -> None:
+        self._kind = kind
+        self._server = server
+        self._real = real_runner
+
+    async def expire(self, client) -> None:
+        if self._kind == "real":
+            await self._real.call(
+                self._real.real.expire_session, client.session_id, client.session_password
+            )
+        else:
+            await self._server.expire_session(client.session_id)
+
+    async def drop_connection(self, client) -> None:
+        """The client loses its connection; its session must survive (a real ZooKeeper is
+        restarted on the same data dir and port, which clients ride through)."""
+        if self._kind == "real":
+            await self._real.call(self._real.real.restart)
+        else:
+            self._server.drop_connections(client.session_id)
+
+
+@pytest.fixture
+def controls(open_client):
+    return open_client.controls
+
+
+@pytest.fixture
+async def base(open_client, request):
+    """A fresh, unique parent path for the test, created empty."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", request.node.name)
+    zk = await open_client()
+    path = f"/conformance/{name}"
+    with contextlib.suppress(zkstub.NodeExistsError):
+        await zk.create("/conformance")
+    with contextlib.suppress(zkstub.NoNodeError):
+        await zk.delete(path, recursive=True)
+    await zk.create(path)
+    return path
