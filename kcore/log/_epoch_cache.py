@@ -41,6 +41,11 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int | None:
         return self._epochs[-1] if self._epochs else None
 
+    @property
+    def previous_epoch(self) -> int | None:
+        """The epoch of the entry before the latest one (Kafka's previousEpoch)."""
+        return self._epochs[-2] if len(self._epochs) > 1 else None
+
     def epoch_for_offset(self, offset: int) -> int | None:
         """The epoch of the leader that wrote `offset`, or None when it precedes every entry."""
         index = bisect.bisect_right(self._offsets, offset) - 1

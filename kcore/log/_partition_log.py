@@ -236,14 +236,16 @@ class _Log:
 
     # -- durability ------------------------------------------------------------------
 
-    def flush(self) -> None:
-        """Makes everything appended durable (the broker group-commits these)."""
+    def flush(self) -> int:
+        """Makes everything appended durable (the broker group-commits these) and returns how
+        many segments were fsynced: 0 when nothing was dirty."""
         if self._recovery_point == self.log_end_offset:
-            return
-        for segment in self._segments:
-            if segment.next_offset > self._recovery_point:
-                segment.flush()
+            return 0
+        dirty = [seg for seg in self._segments if seg.next_offset > self._recovery_point]
+        for segment in dirty:
+            segment.flush()
         self._recovery_point = self.log_end_offset
+        return len(dirty)
 
     def close(self) -> None:
         self.flush()

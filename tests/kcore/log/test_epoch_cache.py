@@ -207,3 +207,13 @@ def test_malformed_checkpoint_names_the_file(tmp_path):
     path.write_text("1\n0\n")
     with pytest.raises(ValueError, match="version"):
         LeaderEpochCache(path)
+
+
+def test_previous_epoch(cache):
+    assert cache.previous_epoch is None
+    cache.assign(2, 10)
+    assert cache.previous_epoch is None
+    assign_all(cache, (4, 15), (7, 20))
+    assert cache.previous_epoch == 4
+    cache.truncate_from_end(20)
+    assert cache.previous_epoch == 2

@@ -170,5 +170,6 @@ def test_flush_advances_recovery_point(open_log, make_batch):
     log = open_log()
     log.append(make_batch(3), leader_epoch=0)
     assert log.recovery_point == 0
-    log.flush()
+    assert log.flush() == 1
     assert log.recovery_point == 3
+    assert log.flush() == 0
