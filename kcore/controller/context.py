@@ -9,9 +9,7 @@ from collections.abc import Iterable
 import attrs
 
 from kcore.common import Broker, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
-
-INITIAL_CONTROLLER_EPOCH = 0
-INITIAL_CONTROLLER_EPOCH_ZK_VERSION = 0
+from kcore.zk_client import INITIAL_CONTROLLER_EPOCH, INITIAL_CONTROLLER_EPOCH_ZK_VERSION
 
 
 @attrs.define

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import attrs
 
 from kcore.controller.controller_state import ControllerState
+from kcore.errors import NotControllerError
 
 
 @attrs.frozen
@@ -120,8 +121,6 @@ class ControlledShutdown(ControllerEvent):
     state = ControllerState.CONTROLLED_SHUTDOWN
 
     def preempt(self) -> None:
-        from kcore.errors import NotControllerError
-
         self.callback(NotControllerError.code, ())
 
 
@@ -135,6 +134,4 @@ class ReplicaLeaderElection(ControllerEvent):
     state = ControllerState.MANUAL_LEADER_BALANCE
 
     def preempt(self) -> None:
-        from kcore.errors import NotControllerError
-
         self.callback(dict.fromkeys(self.partitions or (), NotControllerError.code))
