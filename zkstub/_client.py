@@ -32,6 +32,7 @@ from zkstub._errors import (
     ZkError,
     error_for_code,
 )
+from zkstub._listeners import StateListeners
 from zkstub._types import (
     CheckOp,
     ClientState,
@@ -187,7 +188,7 @@ class ZkClientImpl:
     session_id: int = 0
     session_timeout: float = 0.0
     _password: bytes = b""
-    _listeners: list[Callable[[ClientState], None]] = attrs.field(factory=list)
+    _listeners: StateListeners = attrs.field(factory=StateListeners)
     _before_hooks: list[Hook] = attrs.field(factory=list)
     _after_hooks: list[Hook] = attrs.field(factory=list)
     _data_watches: dict[str, list[Watcher]] = attrs.field(factory=dict)
@@ -206,11 +207,10 @@ class ZkClientImpl:
     # -- state ----------------------------------------------------------------------------
 
     def add_listener(self, listener: Callable[[ClientState], None]) -> None:
-        self._listeners.append(listener)
+        self._listeners.add(listener)
 
     def remove_listener(self, listener: Callable[[ClientState], None]) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(listener)
+        self._listeners.remove(listener)
 
     def add_session_hooks(
         self,
@@ -230,11 +230,7 @@ class ZkClientImpl:
             self._connected.set()
         elif self._connected.is_set():
             self._connected = trio.Event()
-        for listener in list(self._listeners):
-            try:
-                listener(state)
-            except Exception:
-                logger.exception("state listener %r failed", listener)
+        self._listeners.notify(state)
 
     # -- the session loop -----------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from zkstub._errors import (
     ZkError,
     error_for_code,
 )
+from zkstub._listeners import StateListeners
 from zkstub._paths import validate_path
 from zkstub._types import (
     CheckOp,
@@ -118,7 +119,7 @@ class KazooZkClient:
     session_password: bytes = b""
     session_timeout: float = 0.0
     state: ClientState = ClientState.CONNECTING
-    _listeners: list[StateListener] = attrs.Factory(list)
+    _listeners: StateListeners = attrs.Factory(StateListeners)
     _hooks: list[tuple[SessionHook | None, SessionHook | None]] = attrs.Factory(list)
     _kazoo_states: trio.MemorySendChannel[KazooState] | None = None
     _closing: bool = False
@@ -141,11 +142,10 @@ class KazooZkClient:
     # -- state and sessions -------------------------------------------------------------------
 
     def add_listener(self, listener: StateListener) -> None:
-        self._listeners.append(listener)
+        self._listeners.add(listener)
 
     def remove_listener(self, listener: StateListener) -> None:
-        with contextlib.suppress(ValueError):
-            self._listeners.remove(listener)
+        self._listeners.remove(listener)
 
     def add_session_hooks(
         self,
@@ -158,11 +158,7 @@ class KazooZkClient:
         if state is self.state:
             return
         self.state = state
-        for listener in list(self._listeners):
-            try:
-                listener(state)
-            except Exception:
-                logger.exception("state listener %r failed on %s", listener, state)
+        self._listeners.notify(state)
 
     def _read_session(self) -> None:
         session_id, password = self._kazoo.client_id or (0, b"")
