@@ -23,9 +23,11 @@ from actors import MetricsRegistry
 from kcore.common import Broker, EndPoint
 from kcore.controller.controller import KafkaController
 from kcore.protocol.api_keys import ApiKey
-from kcore.protocol.control import UpdateMetadataRequest, UpdateMetadataResponse
-from kcore.server.control_requests import control_request_error
+from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
+from kcore.server.apis import KafkaApis
+from kcore.server.log_manager import LogManager
 from kcore.server.metadata_cache import MetadataCache
+from kcore.server.replica_manager import ReplicaManager
 from kcore.wire import WireError, from_wire, to_wire
 from kcore.zk_client import KafkaZkClient
 
@@ -45,13 +47,6 @@ def generate_cluster_id(rng: random.Random) -> str:
     return base64.urlsafe_b64encode(rng.randbytes(16)).decode().rstrip("=")
 
 
-def decode_body(message_type: type, request: transport.Request) -> Any:
-    try:
-        return from_wire(message_type, request.body)
-    except WireError as error:
-        raise transport.RpcError(transport.INVALID_REQUEST, str(error)) from None
-
-
 @attrs.define(eq=False)
 class BrokerServer:
     config: Any  # kcore.config.KafkaConfig
@@ -67,8 +62,10 @@ class BrokerServer:
     endpoints: tuple[EndPoint, ...] = attrs.field(default=(), init=False)
     metadata_cache: MetadataCache = attrs.field(init=False)
     controller: KafkaController | None = attrs.field(default=None, init=False)
+    replica_manager: ReplicaManager | None = attrs.field(default=None, init=False)
     zk: Any = attrs.field(default=None, init=False)
-    _cancel_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
+    _serve_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
+    _stopped: trio.Event = attrs.field(factory=trio.Event, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.metadata_cache = MetadataCache(self.config.broker_id)
@@ -79,37 +76,57 @@ class BrokerServer:
     def broker_id(self) -> int:
         return self.config.broker_id
 
+    def new_uuid(self) -> str:
+        return generate_cluster_id(self.rng)
+
     async def run(
         self, *, task_status: trio.TaskStatus[BrokerServer] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        """Starts the broker and serves until cancelled; `task_status.started(self)` once it
-        is registered and its controller is running."""
+        """Starts the broker and serves until cancelled (a crash: nothing is flushed or
+        closed) or `shutdown` (clean: logs flushed and checkpointed, session closed);
+        `task_status.started(self)` once it is registered and its controller runs."""
         self.state = BrokerState.STARTING
         network = self.network.node(self.node_name)
         try:
-            with trio.CancelScope() as self._cancel_scope:
-                async with zkstub.connect(
-                    self.config.zookeeper_connect,
-                    session_timeout=self.config.zookeeper_session_timeout_ms / 1000,
-                    connect_timeout=self.config.zookeeper_connection_timeout_ms / 1000,
-                    network=network,
-                    rng=self.rng,
-                ) as zk:
-                    self.zk = zk
+            async with zkstub.connect(
+                self.config.zookeeper_connect,
+                session_timeout=self.config.zookeeper_session_timeout_ms / 1000,
+                connect_timeout=self.config.zookeeper_connection_timeout_ms / 1000,
+                network=network,
+                rng=self.rng,
+            ) as zk:
+                self.zk = zk
+                with trio.CancelScope() as self._serve_scope:
                     await self._serve(zk, network, task_status)
+                # Only a clean shutdown gets here: everything that served has stopped.
+                if self.replica_manager is not None:
+                    self.replica_manager.shutdown()
+                await zk.aclose()
+                logger.info("[KafkaServer id=%d] shut down completed", self.broker_id)
         finally:
             self.state = BrokerState.NOT_RUNNING
+            self._stopped.set()
 
     async def _serve(self, zk: Any, network: transport.Network, task_status) -> None:
         zk_client = KafkaZkClient(zk, self.clock)
         await zk_client.create_top_level_paths()
         self.cluster_id = await zk_client.get_or_create_cluster_id(generate_cluster_id(self.rng))
         self._check_log_dirs()
-        server = transport.RpcServer(
-            {ApiKey.UPDATE_METADATA: self._handle_update_metadata},
-            name=self.node_name,
+        self.replica_manager = ReplicaManager(
+            self.config,
+            self.broker_id,
+            zk,
+            LogManager(self.config.log_dirs),
+            network,
+            random.Random(self.rng.getrandbits(64)),
+            broker_epoch=lambda: self.broker_epoch,
+            wall_clock_ms=lambda: int(self.clock() * 1000),
+            is_controller=lambda: self.controller is not None and self.controller.is_active,
         )
+        self.replica_manager.startup()
+        server = transport.RpcServer(KafkaApis(self).handlers(), name=self.node_name)
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.replica_manager.run)
             self.endpoints = await self._start_listeners(nursery, network, server)
             broker = Broker(self.broker_id, self.endpoints, self.config.broker_rack)
             self.broker_epoch = await zk_client.register_broker(broker)
@@ -122,6 +139,8 @@ class BrokerServer:
                 request_timeout=self.config.controller_socket_timeout_ms / 1000,
                 on_broker_epoch=self._set_broker_epoch,
             )
+            if hasattr(self.controller, "config"):
+                self.controller.config = self.config
             self.controller.broker_epoch = self.broker_epoch
             await nursery.start(self.controller.run)
             self.state = BrokerState.RUNNING
@@ -154,33 +173,83 @@ class BrokerServer:
                         self.broker_id, endpoint.listener_name, host, port)  # fmt: skip
         return tuple(endpoints)
 
+    # -- shutdown -------------------------------------------------------------------------
+
     async def shutdown(self) -> None:
-        """Stops the broker cleanly: its session is closed, so its registration goes at
-        once (a crash leaves it until the session expires)."""
+        """Kafka's clean shutdown: first a controlled shutdown (the controller moves this
+        broker's leaderships away, so producers barely notice), then everything stops, the
+        logs are flushed and checkpointed, and the session is closed, so the registration
+        goes at once (a crash leaves it until the session expires)."""
+        if self.state is BrokerState.RUNNING and self.config.controlled_shutdown_enable:
+            self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
+            await self._controlled_shutdown()
         self.state = BrokerState.SHUTTING_DOWN
-        if self.zk is not None:
-            await self.zk.aclose()
-        if self._cancel_scope is not None:
-            self._cancel_scope.cancel()
+        if self._serve_scope is not None:
+            self._serve_scope.cancel()
+        await self._stopped.wait()
 
-    # -- control requests -----------------------------------------------------------------
-
-    async def _handle_update_metadata(self, request: transport.Request) -> Any:
-        update = decode_body(UpdateMetadataRequest, request)
-        error = control_request_error(
-            broker_epoch_in_request=update.broker_epoch,
-            current_broker_epoch=self.broker_epoch,
-            controller_epoch_in_request=update.controller_epoch,
-            current_controller_epoch=self.metadata_cache.controller_epoch,
-        )
-        if error:
-            logger.warning(
-                "Broker %d refuses UpdateMetadata from controller %d epoch %d (error %d)",
-                self.broker_id, update.controller_id, update.controller_epoch, error,
+    async def _controlled_shutdown(self) -> bool:
+        """Asks the controller to move leadership off this broker, retrying
+        `controlled.shutdown.max.retries` times; False if it never completed."""
+        retries = self.config.controlled_shutdown_max_retries
+        backoff = self.config.controlled_shutdown_retry_backoff_ms / 1000
+        timeout = self.config.controller_socket_timeout_ms / 1000
+        for attempt in range(retries + 1):
+            if attempt:
+                await trio.sleep(backoff)
+            controller = await self._controller_endpoint()
+            if controller is None:
+                logger.info("Broker %d: no controller for controlled shutdown; retrying",
+                            self.broker_id)  # fmt: skip
+                continue
+            try:
+                response = await self._ask_controller(controller, timeout)
+            except (transport.TransportError, WireError) as error:
+                logger.warning("Broker %d: controlled shutdown request failed: %r",
+                               self.broker_id, error)  # fmt: skip
+                continue
+            if response.error_code == 0 and not response.remaining_partitions:
+                logger.info("Broker %d: controlled shutdown succeeded", self.broker_id)
+                return True
+            logger.info(
+                "Broker %d: controlled shutdown incomplete (error %d, %d partitions still "
+                "led here); retrying", self.broker_id, response.error_code,
+                len(response.remaining_partitions),
             )  # fmt: skip
-        else:
-            self.metadata_cache.update(update)
-        return to_wire(UpdateMetadataResponse(error))
+        logger.warning("Broker %d: proceeding to an unclean shutdown", self.broker_id)
+        return False
+
+    async def _controller_endpoint(self) -> EndPoint | None:
+        if self.zk is None:
+            return None
+        try:
+            controller_id = await KafkaZkClient(self.zk, self.clock).get_controller_id()
+        except zkstub.ZkError:
+            return None
+        if controller_id is None:
+            return None
+        if controller_id == self.broker_id:
+            return self.endpoints[0] if self.endpoints else None
+        broker = self.metadata_cache.alive_broker(controller_id)
+        return broker.endpoints[0] if broker is not None else None
+
+    async def _ask_controller(
+        self, endpoint: EndPoint, timeout: float
+    ) -> ControlledShutdownResponse:
+        async with transport.open_rpc_client(
+            self.network.node(self.node_name),
+            (endpoint.host, endpoint.port),
+            client_id=f"broker-{self.broker_id}-controlled-shutdown",
+            rng=self.rng,
+            request_timeout=timeout,
+        ) as client:
+            response = await client.request(
+                ApiKey.CONTROLLED_SHUTDOWN,
+                to_wire(ControlledShutdownRequest(self.broker_id, self.broker_epoch)),
+            )
+        if response.error_code:
+            return ControlledShutdownResponse(response.error_code)
+        return from_wire(ControlledShutdownResponse, response.body)
 
     @property
     def known_controller_id(self) -> int | None:

@@ -1,0 +1,305 @@
+"""The broker's request handlers (Kafka's KafkaApis): decode, check, delegate to the replica
+manager, the metadata cache or the controller, encode. One method per API key."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+import transport
+from kcore import admin_zk, errors
+from kcore.common import NO_LEADER
+from kcore.protocol.api_keys import ApiKey
+from kcore.protocol.control import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    TopicPartitionEntry,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from kcore.protocol.data import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    FetchRequest,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsRequest,
+    MetadataBroker,
+    MetadataPartition,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataTopic,
+    OffsetForLeaderEpochRequest,
+    ProduceRequest,
+    TopicResult,
+)
+from kcore.server.control_requests import control_request_error
+from kcore.wire import WireError, from_wire, to_wire
+
+if TYPE_CHECKING:
+    from kcore.server.broker import BrokerServer
+
+logger = logging.getLogger("kcore.server.apis")
+
+
+def decode_body(message_type: type, request: transport.Request) -> Any:
+    try:
+        return from_wire(message_type, request.body)
+    except WireError as error:
+        raise transport.RpcError(transport.INVALID_REQUEST, str(error)) from None
+
+
+class KafkaApis:
+    def __init__(self, broker: BrokerServer) -> None:
+        self.broker = broker
+        self._producer_ids: tuple[int, int] | None = None  # the unused part of our block
+        self._producer_id_lock = trio.Lock()
+        self._metadata_updated = trio.Event()
+
+    def handlers(self) -> dict[int, Any]:
+        return {
+            ApiKey.UPDATE_METADATA: self.handle_update_metadata,
+            ApiKey.LEADER_AND_ISR: self.handle_leader_and_isr,
+            ApiKey.STOP_REPLICA: self.handle_stop_replica,
+            ApiKey.CONTROLLED_SHUTDOWN: self.handle_controlled_shutdown,
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offsets_for_leader_epoch,
+            ApiKey.METADATA: self.handle_metadata,
+            ApiKey.CREATE_TOPICS: self.handle_create_topics,
+            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+        }
+
+    @property
+    def replica_manager(self):
+        return self.broker.replica_manager
+
+    @property
+    def metadata_cache(self):
+        return self.broker.metadata_cache
+
+    def _control_error(self, request: Any) -> int:
+        return control_request_error(
+            broker_epoch_in_request=request.broker_epoch,
+            current_broker_epoch=self.broker.broker_epoch,
+            controller_epoch_in_request=request.controller_epoch,
+            current_controller_epoch=self.metadata_cache.controller_epoch,
+        )
+
+    # -- from the controller -------------------------------------------------------------
+
+    async def handle_update_metadata(self, request: transport.Request) -> Any:
+        update = decode_body(UpdateMetadataRequest, request)
+        error = self._control_error(update)
+        if error:
+            logger.warning(
+                "Broker %d refuses UpdateMetadata from controller %d epoch %d (error %d)",
+                self.broker.broker_id,
+                update.controller_id,
+                update.controller_epoch,
+                error,
+            )
+        else:
+            self.metadata_cache.update(update)
+            self._metadata_updated.set()
+            self._metadata_updated = trio.Event()
+        return to_wire(UpdateMetadataResponse(error))
+
+    async def handle_leader_and_isr(self, request: transport.Request) -> Any:
+        message = decode_body(LeaderAndIsrRequest, request)
+        error = control_request_error(
+            broker_epoch_in_request=message.broker_epoch,
+            current_broker_epoch=self.broker.broker_epoch,
+            controller_epoch_in_request=message.controller_epoch,
+            current_controller_epoch=self.replica_manager.controller_epoch,
+        )
+        if error:
+            logger.warning(
+                "Broker %d refuses LeaderAndIsr from controller %d epoch %d (error %d)",
+                self.broker.broker_id,
+                message.controller_id,
+                message.controller_epoch,
+                error,
+            )
+            return to_wire(LeaderAndIsrResponse(error))
+        return to_wire(await self.replica_manager.become_leader_or_follower(message))
+
+    async def handle_stop_replica(self, request: transport.Request) -> Any:
+        message = decode_body(StopReplicaRequest, request)
+        error = control_request_error(
+            broker_epoch_in_request=message.broker_epoch,
+            current_broker_epoch=self.broker.broker_epoch,
+            controller_epoch_in_request=message.controller_epoch,
+            current_controller_epoch=self.replica_manager.controller_epoch,
+        )
+        if error:
+            return to_wire(StopReplicaResponse(error))
+        return to_wire(await self.replica_manager.stop_replicas(message))
+
+    async def handle_controlled_shutdown(self, request: transport.Request) -> Any:
+        message = decode_body(ControlledShutdownRequest, request)
+        controller = self.broker.controller
+        if controller is None or not controller.is_active:
+            return to_wire(ControlledShutdownResponse(errors.NotControllerError.code))
+        code, remaining = await controller.controlled_shutdown(
+            message.broker_id, message.broker_epoch
+        )
+        entries = tuple(TopicPartitionEntry(tp.topic, tp.partition) for tp in remaining)
+        return to_wire(ControlledShutdownResponse(code, entries))
+
+    # -- produce and fetch ---------------------------------------------------------------
+
+    async def handle_produce(self, request: transport.Request) -> Any:
+        message = decode_body(ProduceRequest, request)
+        return to_wire(await self.replica_manager.append_records(message))
+
+    async def handle_fetch(self, request: transport.Request) -> Any:
+        message = decode_body(FetchRequest, request)
+        return to_wire(await self.replica_manager.fetch_messages(message))
+
+    async def handle_list_offsets(self, request: transport.Request) -> Any:
+        message = decode_body(ListOffsetsRequest, request)
+        return to_wire(self.replica_manager.list_offsets(message))
+
+    async def handle_offsets_for_leader_epoch(self, request: transport.Request) -> Any:
+        message = decode_body(OffsetForLeaderEpochRequest, request)
+        return to_wire(self.replica_manager.last_offsets_for_leader_epochs(message))
+
+    # -- metadata and admin --------------------------------------------------------------
+
+    async def handle_metadata(self, request: transport.Request) -> Any:
+        message = decode_body(MetadataRequest, request)
+        return to_wire(self.metadata_response(message.topics))
+
+    def metadata_response(self, topics: tuple[str, ...] | None) -> MetadataResponse:
+        cache = self.metadata_cache
+        names = cache.topics() if topics is None else list(topics)
+        described = []
+        for name in names:
+            states = cache.partitions_of(name)
+            if not states:
+                described.append(MetadataTopic(name, errors.UnknownTopicOrPartitionError.code))
+                continue
+            partitions = []
+            for state in states:
+                leader_alive = state.leader != NO_LEADER and state.leader in cache.brokers
+                partitions.append(
+                    MetadataPartition(
+                        state.partition,
+                        0 if leader_alive else errors.LeaderNotAvailableError.code,
+                        state.leader if leader_alive else NO_LEADER,
+                        state.leader_epoch,
+                        state.replicas,
+                        state.isr,
+                        state.offline_replicas,
+                    )
+                )
+            described.append(MetadataTopic(name, 0, tuple(partitions), cache.topic_ids.get(name)))
+        brokers = []
+        for broker_id in sorted(cache.brokers):
+            endpoint = cache.brokers[broker_id].endpoints[0]
+            brokers.append(
+                MetadataBroker(
+                    broker_id, endpoint.host, endpoint.port, cache.brokers[broker_id].rack
+                )
+            )
+        controller_id = cache.controller_id if cache.controller_id is not None else -1
+        return MetadataResponse(
+            tuple(brokers), controller_id, tuple(described), self.broker.cluster_id
+        )
+
+    async def handle_create_topics(self, request: transport.Request) -> Any:
+        message = decode_body(CreateTopicsRequest, request)
+        controller = self.broker.controller
+        if controller is None or not controller.is_active:
+            return to_wire(
+                CreateTopicsResponse(
+                    tuple(
+                        TopicResult(
+                            t.name,
+                            errors.NotControllerError.code,
+                            "this broker is not the controller",
+                        )
+                        for t in message.topics
+                    )
+                )
+            )
+        results = []
+        created = []
+        for topic in message.topics:
+            try:
+                await self._create_topic(topic, message.validate_only)
+            except errors.KafkaError as error:
+                results.append(TopicResult(topic.name, error.code, str(error)))
+                continue
+            results.append(TopicResult(topic.name, 0))
+            if not message.validate_only:
+                created.append(topic.name)
+        if created:
+            await self._wait_for_leaders(created, results, message.timeout_ms)
+        return to_wire(CreateTopicsResponse(tuple(results)))
+
+    async def _create_topic(self, topic: Any, validate_only: bool) -> None:
+        broker = self.broker
+        existing = await broker.zk.get_children("/brokers/topics")
+        config = broker.config
+        assignment = admin_zk.plan_topic(
+            admin_zk.NewTopic(
+                topic.name,
+                topic.num_partitions,
+                topic.replication_factor,
+                dict(topic.assignments),
+                dict(topic.configs),
+            ),
+            live_brokers=sorted(self.metadata_cache.brokers),
+            existing_topics=existing,
+            default_partitions=config.num_partitions,
+            default_replication_factor=config.default_replication_factor,
+            rng=broker.rng,
+        )
+        if validate_only:
+            return
+        await admin_zk.create_topic(
+            broker.zk, topic.name, broker.new_uuid(), assignment, dict(topic.configs)
+        )
+        logger.info("Created topic %s with assignment %s", topic.name, assignment)
+
+    async def _wait_for_leaders(
+        self, names: list[str], results: list[TopicResult], timeout_ms: int
+    ) -> None:
+        """Kafka's DelayedCreatePartitions: answer once this broker's metadata shows a
+        leader for every new partition, or REQUEST_TIMED_OUT."""
+
+        def ready(name: str) -> bool:
+            states = self.metadata_cache.partitions_of(name)
+            return bool(states) and all(s.leader >= 0 for s in states)
+
+        with trio.move_on_after(timeout_ms / 1000):
+            while not all(ready(name) for name in names):
+                await self._metadata_updated.wait()
+            return
+        for index, result in enumerate(results):
+            if result.name in names and not ready(result.name):
+                results[index] = TopicResult(
+                    result.name,
+                    errors.RequestTimedOutError.code,
+                    "the topic was created but its partitions have no leader yet",
+                )
+
+    async def handle_init_producer_id(self, request: transport.Request) -> Any:
+        decode_body(InitProducerIdRequest, request)
+        async with self._producer_id_lock:
+            if self._producer_ids is None or self._producer_ids[0] > self._producer_ids[1]:
+                self._producer_ids = await admin_zk.allocate_producer_id_block(
+                    self.broker.zk, self.broker.broker_id
+                )
+            producer_id = self._producer_ids[0]
+            self._producer_ids = (producer_id + 1, self._producer_ids[1])
+        return to_wire(InitProducerIdResponse(0, producer_id, 0))

@@ -1,0 +1,471 @@
+"""Follower fetchers (Kafka's ReplicaFetcherManager / ReplicaFetcherThread).
+
+A fetcher is one task with one connection to one leader; partitions go to the fetcher keyed
+by (leader id, `fetcher_id(topic, partition, num.replica.fetchers)`). A fetcher is reused
+while the leader's endpoint is unchanged, and shut down when it has no partitions left.
+
+Each partition is first *truncating*: it asks the leader where its latest epoch ends
+(OffsetsForLeaderEpoch) and truncates its log so it holds no record the leader does not
+(KIP-101 / KIP-279, see `truncation`). Then it is *fetching*: long-polling Fetch requests
+that carry the current leader epoch, so a leader at another epoch refuses them (KIP-320).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+import transport
+from kcore import errors
+from kcore._fetcher_id import fetcher_id
+from kcore.common import TopicPartition
+from kcore.log import parse_header, split_batches
+from kcore.protocol.api_keys import ApiKey
+from kcore.protocol.data import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochPartition,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
+from kcore.server.partition import Partition
+from kcore.server.truncation import offset_truncation_state
+from kcore.wire import WireError, from_wire, to_wire
+
+logger = logging.getLogger("kcore.server.fetcher")
+
+
+@attrs.frozen(order=True)
+class BrokerEndPoint:
+    id: int
+    host: str
+    port: int
+
+
+@attrs.frozen
+class InitialFetchState:
+    leader: BrokerEndPoint
+    current_leader_epoch: int
+    init_offset: int
+
+
+@attrs.define
+class PartitionFetchState:
+    fetch_offset: int
+    current_leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = -math.inf
+
+
+class ReplicaAccess(Protocol):
+    """What fetchers need from the replica manager."""
+
+    broker_id: int
+
+    def partition(self, tp: TopicPartition) -> Partition | None: ...
+
+    def broker_epoch(self) -> int: ...
+
+    def on_follower_append(self, partition: Partition) -> None: ...
+
+
+@attrs.define(eq=False)
+class FetcherSettings:
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    partition_max_bytes: int = 1048576
+    response_max_bytes: int = 10485760
+    backoff_ms: int = 1000
+    request_timeout_ms: int = 30000
+
+
+class FetcherError(Exception):
+    pass
+
+
+@attrs.define(eq=False)
+class ReplicaFetcher:
+    """One fetcher: a connection to `leader` and the partitions it fetches from it."""
+
+    name: str
+    leader: BrokerEndPoint
+    replicas: ReplicaAccess
+    network: transport.Network
+    rng: random.Random
+    settings: FetcherSettings
+    partitions: dict[TopicPartition, PartitionFetchState] = attrs.field(factory=dict)
+    cancel_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    _changed: trio.Event = attrs.field(factory=trio.Event)
+
+    def add_partitions(self, states: dict[TopicPartition, InitialFetchState]) -> None:
+        for tp in sorted(states):
+            state = states[tp]
+            self.partitions[tp] = PartitionFetchState(state.init_offset, state.current_leader_epoch)
+        self._wake()
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self.partitions.pop(tp, None)
+        self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def run(self) -> None:
+        with self.cancel_scope:
+            async with transport.open_rpc_client(
+                self.network,
+                (self.leader.host, self.leader.port),
+                client_id=self.name,
+                rng=self.rng,
+                request_timeout=self.settings.request_timeout_ms / 1000,
+                close_on_timeout=True,
+            ) as client:
+                while True:
+                    await self._do_work(client)
+
+    async def _do_work(self, client: transport.RpcClient) -> None:
+        now = trio.current_time()
+        ready = [tp for tp in sorted(self.partitions) if self.partitions[tp].delayed_until <= now]
+        if not ready:
+            changed = self._changed
+            wake_at = min((s.delayed_until for s in self.partitions.values()), default=math.inf)
+            with trio.move_on_at(wake_at):
+                await changed.wait()
+            return
+        truncating = [tp for tp in ready if self.partitions[tp].truncating]
+        if truncating:
+            await self._truncate(client, truncating)
+            return
+        await self._fetch(client, ready)
+
+    def _delay(self, tps: Iterable[TopicPartition]) -> None:
+        until = trio.current_time() + self.settings.backoff_ms / 1000
+        for tp in tps:
+            state = self.partitions.get(tp)
+            if state is not None:
+                state.delayed_until = until
+
+    def _current(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
+        """The state is still the one sent (no LeaderAndIsr replaced it meanwhile)."""
+        return self.partitions.get(tp) is state
+
+    async def _request(self, client, api_key: ApiKey, request: Any, response_type: type) -> Any:
+        response = await client.request(api_key, to_wire(request))
+        if response.error_code:
+            raise FetcherError(f"{api_key.name} refused with error {response.error_code}")
+        return from_wire(response_type, response.body)
+
+    # -- truncation ------------------------------------------------------------------------
+
+    async def _truncate(self, client: transport.RpcClient, tps: list[TopicPartition]) -> None:
+        sent: dict[TopicPartition, PartitionFetchState] = {}
+        asks = []
+        for tp in tps:
+            state = self.partitions[tp]
+            partition = self.replicas.partition(tp)
+            if partition is None:
+                self.partitions.pop(tp, None)
+                continue
+            latest = partition.log.latest_epoch
+            if latest is None:
+                # No epochs to compare: the pre-KIP-101 rule, truncate to the HW.
+                partition.truncate_to(partition.high_watermark)
+                self._start_fetching(tp, state, partition)
+                continue
+            sent[tp] = state
+            asks.append(
+                OffsetForLeaderEpochPartition(
+                    tp.topic, tp.partition, state.current_leader_epoch, latest
+                )
+            )
+        if not asks:
+            return
+        request = OffsetForLeaderEpochRequest(self.replicas.broker_id, tuple(asks))
+        try:
+            response = await self._request(
+                client, ApiKey.OFFSET_FOR_LEADER_EPOCH, request, OffsetForLeaderEpochResponse
+            )
+        except (transport.TransportError, FetcherError, WireError) as error:
+            logger.info(
+                "%s: OffsetsForLeaderEpoch to %d failed: %r", self.name, self.leader.id, error
+            )
+            self._delay(sent)
+            return
+        for answer in response.partitions:
+            tp = TopicPartition(answer.topic, answer.partition)
+            state = sent.get(tp)
+            if state is None or not self._current(tp, state):
+                continue
+            partition = self.replicas.partition(tp)
+            if partition is None:
+                continue
+            if answer.error_code:
+                self._on_partition_error(tp, state, answer.error_code)
+                continue
+            truncation = offset_truncation_state(
+                leader_epoch=answer.leader_epoch,
+                leader_end_offset=answer.end_offset,
+                follower_lookup=partition.follower_end_offset_for,
+                log_end_offset=partition.log_end_offset,
+                high_watermark=partition.high_watermark,
+            )
+            if truncation.offset < partition.log_end_offset:
+                logger.info(
+                    "[ReplicaFetcher %s] Truncating %s to offset %d (leader epoch %d ends at %d "
+                    "on the leader)",
+                    self.name,
+                    tp,
+                    truncation.offset,
+                    answer.leader_epoch,
+                    answer.end_offset,
+                )
+                partition.truncate_to(truncation.offset)
+            if truncation.truncation_completed:
+                self._start_fetching(tp, state, partition)
+
+    def _start_fetching(
+        self, tp: TopicPartition, state: PartitionFetchState, partition: Partition
+    ) -> None:
+        state.truncating = False
+        state.fetch_offset = partition.log_end_offset
+
+    # -- fetching --------------------------------------------------------------------------
+
+    async def _fetch(self, client: transport.RpcClient, tps: list[TopicPartition]) -> None:
+        sent: dict[TopicPartition, PartitionFetchState] = {}
+        asks = []
+        for tp in tps:
+            state = self.partitions[tp]
+            partition = self.replicas.partition(tp)
+            if partition is None:
+                self.partitions.pop(tp, None)
+                continue
+            sent[tp] = state
+            asks.append(
+                FetchPartition(
+                    tp.topic,
+                    tp.partition,
+                    state.fetch_offset,
+                    self.settings.partition_max_bytes,
+                    state.current_leader_epoch,
+                    log_start_offset=partition.log_start_offset,
+                )
+            )
+        if not asks:
+            return
+        request = FetchRequest(
+            self.replicas.broker_id,
+            self.replicas.broker_epoch(),
+            self.settings.max_wait_ms,
+            self.settings.min_bytes,
+            self.settings.response_max_bytes,
+            tuple(asks),
+        )
+        try:
+            response = await self._request(client, ApiKey.FETCH, request, FetchResponse)
+        except (transport.TransportError, FetcherError, WireError) as error:
+            logger.info("%s: fetch from %d failed: %r", self.name, self.leader.id, error)
+            self._delay(sent)
+            return
+        for answer in response.partitions:
+            tp = TopicPartition(answer.topic, answer.partition)
+            state = sent.get(tp)
+            if state is None or not self._current(tp, state):
+                continue
+            if answer.error_code == errors.OffsetOutOfRangeError.code:
+                await self._handle_out_of_range(client, tp, state)
+            elif answer.error_code:
+                self._on_partition_error(tp, state, answer.error_code)
+            else:
+                self._process_data(tp, state, answer)
+
+    def _process_data(self, tp: TopicPartition, state: PartitionFetchState, answer: Any) -> None:
+        partition = self.replicas.partition(tp)
+        if partition is None:
+            return
+        if state.fetch_offset != partition.log_end_offset:
+            # The log moved under this fetch (a truncation): fetch again from its end.
+            state.fetch_offset = partition.log_end_offset
+            return
+        records = answer.records
+        if records:
+            batches = split_batches(records)
+            if batches[0][0].base_offset < state.fetch_offset:
+                # The leader returns whole batches; drop any we already hold.
+                records = b"".join(b for h, b in batches if h.base_offset >= state.fetch_offset)
+        partition.append_as_follower(records, answer.high_watermark)
+        if answer.log_start_offset > partition.log_start_offset:
+            partition.log.increment_log_start_offset(
+                min(answer.log_start_offset, partition.log_end_offset)
+            )
+        if records:
+            state.fetch_offset = parse_header(split_batches(records)[-1][1]).next_offset
+            self.replicas.on_follower_append(partition)
+
+    async def _handle_out_of_range(
+        self, client: transport.RpcClient, tp: TopicPartition, state: PartitionFetchState
+    ) -> None:
+        """Kafka's handleOutOfRangeError: the leader's log ends before ours (an unclean
+        election) -> truncate to its end; it starts after ours -> start over at its start."""
+        partition = self.replicas.partition(tp)
+        if partition is None:
+            return
+        try:
+            leader_end = await self._list_offset(client, tp, state, LATEST_TIMESTAMP)
+            if leader_end < partition.log_end_offset:
+                logger.warning(
+                    "[ReplicaFetcher %s] %s: leader's log ends at %d, before ours at "
+                    "%d: truncating",
+                    self.name,
+                    tp,
+                    leader_end,
+                    partition.log_end_offset,
+                )
+                partition.truncate_to(leader_end)
+            else:
+                leader_start = await self._list_offset(client, tp, state, EARLIEST_TIMESTAMP)
+                if partition.log_end_offset < leader_start:
+                    partition.truncate_fully_and_start_at(leader_start)
+        except (transport.TransportError, FetcherError, WireError, errors.KafkaError) as error:
+            logger.info("%s: %s out of range and ListOffsets failed: %r", self.name, tp, error)
+            self._delay([tp])
+            return
+        if self._current(tp, state):
+            state.fetch_offset = partition.log_end_offset
+
+    async def _list_offset(
+        self,
+        client: transport.RpcClient,
+        tp: TopicPartition,
+        state: PartitionFetchState,
+        timestamp: int,
+    ) -> int:
+        request = ListOffsetsRequest(
+            self.replicas.broker_id,
+            (ListOffsetsPartition(tp.topic, tp.partition, timestamp, state.current_leader_epoch),),
+        )
+        response = await self._request(client, ApiKey.LIST_OFFSETS, request, ListOffsetsResponse)
+        answer = response.partitions[0]
+        errors.raise_for_code(answer.error_code)
+        return answer.offset
+
+    def _on_partition_error(
+        self, tp: TopicPartition, state: PartitionFetchState, code: int
+    ) -> None:
+        if code == errors.FencedLeaderEpochError.code:
+            # Our epoch is older than the leader's: wait for the LeaderAndIsr that tells us
+            # the new one instead of fetching with a stale epoch (KIP-320).
+            logger.info(
+                "[ReplicaFetcher %s] %s fenced at leader epoch %d; removing it",
+                self.name,
+                tp,
+                state.current_leader_epoch,
+            )
+            self.partitions.pop(tp, None)
+            return
+        logger.debug(
+            "[ReplicaFetcher %s] %s error %s; backing off",
+            self.name,
+            tp,
+            errors.ERROR_NAMES.get(code, code),
+        )
+        self._delay([tp])
+
+
+@attrs.define(eq=False)
+class ReplicaFetcherManager:
+    replicas: ReplicaAccess
+    network: transport.Network
+    rng: random.Random
+    settings: FetcherSettings
+    num_fetchers: int = 1
+    fetchers: dict[tuple[int, int], ReplicaFetcher] = attrs.field(factory=dict)
+    _nursery: trio.Nursery | None = None
+    on_fetcher_started: Callable[[ReplicaFetcher], None] = lambda fetcher: None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+            self.fetchers.clear()
+
+    def fetcher_key(self, tp: TopicPartition, leader_id: int) -> tuple[int, int]:
+        return leader_id, fetcher_id(tp.topic, tp.partition, self.num_fetchers)
+
+    def add_fetcher_for_partitions(self, states: dict[TopicPartition, InitialFetchState]) -> None:
+        grouped: dict[tuple[int, int], dict[TopicPartition, InitialFetchState]] = {}
+        for tp in sorted(states):
+            grouped.setdefault(self.fetcher_key(tp, states[tp].leader.id), {})[tp] = states[tp]
+        for key in sorted(grouped):
+            group = grouped[key]
+            leader = next(iter(group.values())).leader
+            fetcher = self.fetchers.get(key)
+            if fetcher is not None and fetcher.leader != leader:
+                # Same broker id, new endpoint (it restarted elsewhere): a new connection.
+                self._stop(key)
+                fetcher = None
+            if fetcher is None:
+                fetcher = self._start(key, leader)
+            fetcher.add_partitions(group)
+
+    def _start(self, key: tuple[int, int], leader: BrokerEndPoint) -> ReplicaFetcher:
+        if self._nursery is None:
+            raise RuntimeError("ReplicaFetcherManager.run is not running")
+        name = f"ReplicaFetcherThread-{key[1]}-{key[0]}-on-{self.replicas.broker_id}"
+        fetcher = ReplicaFetcher(
+            name,
+            leader,
+            self.replicas,
+            self.network,
+            random.Random(self.rng.getrandbits(64)),
+            self.settings,
+        )
+        self.fetchers[key] = fetcher
+        self._nursery.start_soon(fetcher.run, name=name)
+        self.on_fetcher_started(fetcher)
+        return fetcher
+
+    def _stop(self, key: tuple[int, int]) -> None:
+        fetcher = self.fetchers.pop(key, None)
+        if fetcher is not None:
+            fetcher.cancel_scope.cancel()
+
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        removed = set(tps)
+        for key in sorted(self.fetchers):
+            fetcher = self.fetchers[key]
+            fetcher.remove_partitions(sorted(removed & set(fetcher.partitions)))
+
+    def shutdown_idle_fetchers(self) -> None:
+        for key in sorted(self.fetchers):
+            if not self.fetchers[key].partitions:
+                self._stop(key)
+
+    def fetch_state(self, tp: TopicPartition) -> PartitionFetchState | None:
+        for key in sorted(self.fetchers):
+            state = self.fetchers[key].partitions.get(tp)
+            if state is not None:
+                return state
+        return None
+
+    def shutdown(self) -> None:
+        for key in sorted(self.fetchers):
+            self._stop(key)
