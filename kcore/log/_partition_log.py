@@ -22,6 +22,7 @@ from kcore.log._batch import (
 from kcore.log._checkpoint import LEADER_EPOCH_CHECKPOINT
 from kcore.log._epoch_cache import LeaderEpochCache
 from kcore.log._errors import UnexpectedAppendOffsetError
+from kcore.log._producer_state import ProducerStateManager
 from kcore.log._segment import FileStore, MemoryStore, Segment, SegmentStore
 
 logger = logging.getLogger("kcore.log.partition_log")
@@ -49,6 +50,7 @@ class _Log:
         self._segments: list[Segment] = []
         self._log_start_offset = 0
         self._recovery_point = 0
+        self.producer_state = ProducerStateManager()
 
     # -- state -----------------------------------------------------------------------
 
@@ -86,14 +88,21 @@ class _Log:
     ) -> tuple[int, int]:
         """Appends one or more batches as the leader: offsets are assigned from the log end
         offset and each batch is stamped with `leader_epoch`. Returns (first, last) offset."""
-        first = self.log_end_offset
-        next_offset = first
+        ranges = []
         for header, batch in split_batches(batch_bytes):
-            stamped = restamp(batch, next_offset, leader_epoch)
-            self.epoch_cache.assign(leader_epoch, next_offset)
-            self._append_batch(_renumbered(header, next_offset, leader_epoch), stamped, now_ms)
-            next_offset += header.last_offset_delta + 1
-        return first, next_offset - 1
+            duplicate = self.producer_state.check(header)
+            if duplicate is not None:
+                # A producer's retry of a batch already here: answer with its offsets.
+                ranges.append(duplicate)
+                continue
+            offset = self.log_end_offset
+            stamped = restamp(batch, offset, leader_epoch)
+            self.epoch_cache.assign(leader_epoch, offset)
+            renumbered = _renumbered(header, offset, leader_epoch)
+            self._append_batch(renumbered, stamped, now_ms)
+            self.producer_state.update(renumbered)
+            ranges.append((offset, renumbered.last_offset))
+        return ranges[0][0], ranges[-1][1]
 
     def append_as_follower(
         self, batch_bytes: bytes, *, now_ms: int | None = None
@@ -110,6 +119,7 @@ class _Log:
             if header.partition_leader_epoch >= 0:
                 self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             self._append_batch(header, batch, now_ms)
+            self.producer_state.update(header)
         return first, batches[-1][0].last_offset
 
     def _append_batch(self, header: BatchHeader, batch: bytes, now_ms: int | None) -> None:
@@ -184,6 +194,17 @@ class _Log:
         self._segments[-1].truncate_to(offset)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
+        self._rebuild_producer_state()
+
+    def _headers(self):
+        for segment in self._segments:
+            for _, header in segment.headers_from(0):
+                yield header
+
+    def _rebuild_producer_state(self) -> None:
+        # Derived from the log so it matches it exactly after truncation or recovery
+        # (Kafka reloads from a snapshot and replays; we replay the headers).
+        self.producer_state.rebuild(self._headers())
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for segment in self._segments:
@@ -192,6 +213,7 @@ class _Log:
         self._log_start_offset = offset
         self._recovery_point = offset
         self.epoch_cache.clear()
+        self.producer_state.rebuild(())
 
     def increment_log_start_offset(self, offset: int) -> None:
         """Moves the log start offset up (follower catching up with its leader, or
@@ -275,6 +297,7 @@ class _Log:
         self._recovery_point = self.log_end_offset
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
+        self._rebuild_producer_state()
 
 
 def _renumbered(header: BatchHeader, base_offset: int, epoch: int) -> BatchHeader:

@@ -32,22 +32,45 @@ async def write_isr(zk, proposal: IsrProposal) -> int | None:
         ),
         proposal.controller_epoch,
     )
+    path = zkdata.partition_state_path(proposal.tp)
     try:
         stat = await zk.set(
-            zkdata.partition_state_path(proposal.tp),
-            zkdata.encode_partition_state(state),
-            version=proposal.partition_epoch,
+            path, zkdata.encode_partition_state(state), version=proposal.partition_epoch
         )
-    except zkstub.BadVersionError:
+    except (zkstub.BadVersionError, zkstub.ConnectionLossError) as error:
+        # After a lost connection the write may have applied: if the znode holds exactly
+        # what we wrote, it did (Kafka's checker in conditionalUpdatePath).
+        version = await _version_if_written(zk, proposal.tp, state)
+        if version is not None:
+            return version
         logger.info(
             "Failed to update ISR of %s to %s: the partition epoch %d is stale; waiting for "
-            "the controller's LeaderAndIsr",
+            "the controller's LeaderAndIsr (%r)",
             proposal.tp,
             list(proposal.isr),
             proposal.partition_epoch,
+            error,
         )
         return None
     return stat.version
+
+
+async def _version_if_written(
+    zk, tp: TopicPartition, state: LeaderIsrAndControllerEpoch
+) -> int | None:
+    """The znode's version if it holds `state` one version after the one we wrote on."""
+    try:
+        data, stat = await zk.get(zkdata.partition_state_path(tp))
+    except zkstub.ZkError:
+        return None
+    written = zkdata.decode_partition_state(tp, data, stat.version).leader_and_isr
+    wanted = state.leader_and_isr
+    same = (written.leader, written.leader_epoch, written.isr) == (
+        wanted.leader,
+        wanted.leader_epoch,
+        wanted.isr,
+    )
+    return stat.version if same and stat.version == wanted.partition_epoch + 1 else None
 
 
 @attrs.define

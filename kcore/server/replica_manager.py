@@ -177,12 +177,7 @@ class ReplicaManager:
     async def topic_config(self, topic: str, *, refresh: bool = False) -> TopicConfig:
         config = self._topic_configs.get(topic)
         if config is None or refresh:
-            overrides: dict[str, str] = {}
-            try:
-                data, _ = await self.zk.get(zkdata.config_path("topics", topic))
-                overrides = zkdata.decode_config(zkdata.config_path("topics", topic), data)
-            except zkstub.NoNodeError:
-                pass
+            overrides = await self._read_topic_overrides(topic)
             try:
                 config = TopicConfig.from_dict(overrides, self.config)
             except InvalidTopicConfigError as error:
@@ -190,6 +185,20 @@ class ReplicaManager:
                 config = TopicConfig.from_dict({}, self.config)
             self._topic_configs[topic] = config
         return config
+
+    async def _read_topic_overrides(self, topic: str) -> dict[str, str]:
+        """/config/topics/T, retried across a lost connection or a session being replaced:
+        guessing the defaults instead could weaken min.insync.replicas."""
+        path = zkdata.config_path("topics", topic)
+        while True:
+            try:
+                data, _ = await self.zk.get(path)
+                return zkdata.decode_config(path, data)
+            except zkstub.NoNodeError:
+                return {}
+            except (zkstub.ConnectionLossError, zkstub.SessionExpiredError) as error:
+                logger.info("Reading %s failed (%r); retrying", path, error)
+                await trio.sleep(0.1)
 
     # -- LeaderAndIsr ------------------------------------------------------------------------
 
