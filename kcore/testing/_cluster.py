@@ -26,7 +26,7 @@ import transport
 import zkstub
 from kcore.server.broker import BrokerServer
 
-logger = logging.getLogger("kcore.testing")
+logger = logging.getLogger("kcore.testing.cluster")
 
 ZK_NODE = "zk"
 ZK_PORT = 2181
@@ -50,6 +50,7 @@ class EmbeddedCluster:
     _nursery: trio.Nursery
     brokers: dict[int, BrokerServer] = attrs.field(factory=dict)
     _scopes: dict[int, trio.CancelScope] = attrs.field(factory=dict)
+    _clients: int = 0
 
     @property
     def is_sim(self) -> bool:
@@ -145,6 +146,39 @@ class EmbeddedCluster:
         self.brokers.pop(broker_id, None)
         self._scopes.pop(broker_id).cancel()
         await trio.lowlevel.checkpoint()
+
+    # -- clients --------------------------------------------------------------------------
+
+    def bootstrap(self) -> list[tuple[str, int]]:
+        """The running brokers' addresses, in broker id order."""
+        return [
+            (b.endpoints[0].host, b.endpoints[0].port)
+            for _, b in sorted(self.brokers.items())
+            if b.endpoints
+        ]
+
+    def _client_args(self, kind: str) -> dict[str, Any]:
+        self._clients += 1
+        name = f"{kind}-{self._clients}"
+        network = self.network.node(name) if self.is_sim else self.network
+        return {"network": network, "rng": random.Random(self.rng.getrandbits(64))}
+
+    def admin(self, **settings: Any) -> Any:
+        """A `kcore.client.Admin` bound to this cluster (use it with `async with`)."""
+        from kcore.client import Admin
+
+        return Admin(self.bootstrap(), **self._client_args("admin"), **settings)
+
+    def producer(self, **settings: Any) -> Any:
+        """A `kcore.client.Producer`; settings are Kafka's (acks, linger_ms, ...)."""
+        from kcore.client import Producer
+
+        return Producer(self.bootstrap(), **self._client_args("producer"), **settings)
+
+    def consumer(self, **settings: Any) -> Any:
+        from kcore.client import Consumer
+
+        return Consumer(self.bootstrap(), **self._client_args("consumer"), **settings)
 
     # -- the controller -------------------------------------------------------------------
 

@@ -1,0 +1,13 @@
+"""Testing kcore: an embedded cluster (`open_cluster`), and for whole-cluster simulation the
+history checker and the invariants checked while a simulated cluster runs."""
+
+from kcore.testing._cluster import (
+    BROKER_PORT,
+    ZK_NODE,
+    ZK_PORT,
+    EmbeddedCluster,
+    broker_node,
+    open_cluster,
+)
+
+__all__ = ["BROKER_PORT", "ZK_NODE", "ZK_PORT", "EmbeddedCluster", "broker_node", "open_cluster"]
