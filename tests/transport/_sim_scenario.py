@@ -10,33 +10,15 @@ process: `python tests/transport/_sim_scenario.py SEED` prints the history as JS
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import sys
-from collections.abc import Iterator
 
 import trio
 import trio.testing
 
 import transport
-
-
-@contextlib.contextmanager
-def pinned_scheduler(seed: int) -> Iterator[None]:
-    """Trio's deterministic scheduling (DESIGN.md section 2): each batch of runnable tasks
-    is sorted by creation order and shuffled by a generator seeded here."""
-    run_module = trio._core._run
-    if not hasattr(run_module, "_ALLOW_DETERMINISTIC_SCHEDULING") or not hasattr(run_module, "_r"):
-        raise RuntimeError(f"trio {trio.__version__} has no deterministic scheduling hook")
-    saved = run_module._ALLOW_DETERMINISTIC_SCHEDULING, run_module._r.getstate()
-    run_module._ALLOW_DETERMINISTIC_SCHEDULING = True
-    run_module._r.seed(seed)
-    try:
-        yield
-    finally:
-        run_module._ALLOW_DETERMINISTIC_SCHEDULING = saved[0]
-        run_module._r.setstate(saved[1])
+from actors.testing import pinned_scheduler
 
 
 async def scenario(seed: int) -> list:
