@@ -127,6 +127,14 @@ async def create_topic(
         raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.") from None
 
 
+async def mark_topic_for_deletion(zk, name: str) -> None:
+    """/admin/delete_topics/T: the controller's TopicDeletion event takes it from there."""
+    try:
+        await zk.create(zkdata.delete_topic_path(name), None, make_parents=True)
+    except zkstub.NodeExistsError:
+        pass  # already marked
+
+
 async def allocate_producer_id_block(zk, broker_id: int) -> tuple[int, int]:
     """Claims the next block of producer ids [start, end] with a conditional write on
     `/latest_producer_id_block`, retrying when another broker claims one at the same time."""

@@ -26,6 +26,8 @@ from kcore.protocol.control import (
 from kcore.protocol.data import (
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     FetchRequest,
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -74,6 +76,7 @@ class KafkaApis:
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offsets_for_leader_epoch,
             ApiKey.METADATA: self.handle_metadata,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
+            ApiKey.DELETE_TOPICS: self.handle_delete_topics,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
         }
 
@@ -292,6 +295,45 @@ class KafkaApis:
                     errors.RequestTimedOutError.code,
                     "the topic was created but its partitions have no leader yet",
                 )
+
+    async def handle_delete_topics(self, request: transport.Request) -> Any:
+        """Marks topics for deletion under /admin/delete_topics (the controller deletes
+        them) and answers once they are gone, or REQUEST_TIMED_OUT."""
+        message = decode_body(DeleteTopicsRequest, request)
+        controller = self.broker.controller
+        if controller is None or not controller.is_active:
+            return to_wire(
+                DeleteTopicsResponse(
+                    tuple(
+                        TopicResult(name, errors.NotControllerError.code, "not the controller")
+                        for name in message.names
+                    )
+                )
+            )
+        results: dict[str, TopicResult] = {}
+        existing = set(await self.broker.zk.get_children("/brokers/topics"))
+        for name in message.names:
+            if name not in existing:
+                results[name] = TopicResult(
+                    name, errors.UnknownTopicOrPartitionError.code, f"Topic '{name}' does not exist"
+                )
+            elif not self.broker.config.delete_topic_enable:
+                results[name] = TopicResult(
+                    name, errors.TopicDeletionDisabledError.code, "delete.topic.enable is false"
+                )
+            else:
+                await admin_zk.mark_topic_for_deletion(self.broker.zk, name)
+                results[name] = TopicResult(name, 0)
+        pending = [name for name, result in results.items() if result.error_code == 0]
+        with trio.move_on_after(message.timeout_ms / 1000):
+            while pending:
+                await self._metadata_updated.wait()
+                pending = [n for n in pending if self.metadata_cache.partitions_of(n)]
+        for name in pending:
+            results[name] = TopicResult(
+                name, errors.RequestTimedOutError.code, "marked for deletion; not deleted yet"
+            )
+        return to_wire(DeleteTopicsResponse(tuple(results[name] for name in message.names)))
 
     async def handle_init_producer_id(self, request: transport.Request) -> Any:
         decode_body(InitProducerIdRequest, request)
