@@ -1,5 +1,5 @@
-"""The `kcore` command. Subcommands grow with the project (`kcore broker` comes with the
-broker process)."""
+"""The `kcore` command: `kcore broker --config server.properties` runs one broker process;
+`kcore version`, `kcore smoke`."""
 
 from __future__ import annotations
 
@@ -29,6 +29,34 @@ def _cmd_smoke(args: argparse.Namespace) -> int:
     return run_smoke_check()
 
 
+def _cmd_broker(args: argparse.Namespace) -> int:
+    import logging
+
+    import trio
+
+    from kcore.broker_process import load_config, run_broker
+    from kcore.config import ConfigError
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    overrides = {}
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"kcore broker: --override expects key=value, got {item!r}", file=sys.stderr)
+            return 2
+        overrides[key.strip()] = value.strip()
+    try:
+        config = load_config(args.config, overrides)
+    except (ConfigError, OSError) as error:
+        print(f"kcore broker: {error}", file=sys.stderr)
+        return 2
+    trio.run(run_broker, config)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kcore", description="Kafka's ZooKeeper-mode core, rebuilt on Trio."
@@ -36,6 +64,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("version", help="print the versions").set_defaults(run=_cmd_version)
     commands.add_parser("smoke", help="check that the packages work").set_defaults(run=_cmd_smoke)
+    broker = commands.add_parser("broker", help="run one broker (SIGTERM: controlled shutdown)")
+    broker.add_argument("--config", metavar="server.properties", help="broker settings file")
+    broker.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting on top of the file (repeatable)",
+    )
+    broker.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    broker.set_defaults(run=_cmd_broker)
     return parser
 
 

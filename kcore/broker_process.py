@@ -1,0 +1,51 @@
+"""One broker as an OS process (`kcore broker --config server.properties`): real TCP, logs in
+`log.dirs`, SIGTERM or SIGINT for a controlled shutdown, SIGKILL survivable (the next start
+recovers the logs and waits for the old registration to expire)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+import transport
+from kcore.config import KafkaConfig, parse_properties
+from kcore.server.broker import BrokerServer
+
+logger = logging.getLogger("kcore.broker_process")
+
+
+def load_config(path: str | None, overrides: Mapping[str, Any]) -> KafkaConfig:
+    """server.properties (if any) with `--override key=value` settings on top."""
+    settings: dict[str, Any] = {}
+    if path is not None:
+        with open(path, encoding="utf-8") as file:
+            settings = dict(parse_properties(file.read()))
+    settings.update(overrides)
+    return KafkaConfig.from_dict(settings)
+
+
+async def run_broker(config: KafkaConfig, *, seed: int | None = None) -> None:
+    """Serves until SIGTERM / SIGINT, then shuts down cleanly."""
+    rng = random.Random(seed)
+    broker = BrokerServer(config, transport.TcpNetwork(), rng)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.run)
+            endpoint = broker.endpoints[0]
+            # One line on stdout for whoever started us (scripts, the demo's --processes).
+            print(
+                f"kcore broker {broker.broker_id} listening on {endpoint.host}:{endpoint.port}",
+                flush=True,
+            )
+            async for signum in signals:
+                logger.info("Broker %d got %s: controlled shutdown",
+                            broker.broker_id, signal.Signals(signum).name)  # fmt: skip
+                with trio.move_on_after(config.controlled_shutdown_retry_backoff_ms / 1000 * 4):
+                    await broker.shutdown()
+                nursery.cancel_scope.cancel()
+                break

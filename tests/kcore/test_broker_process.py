@@ -1,0 +1,53 @@
+"""`kcore broker` as a real OS process against a zkstub server over TCP: it registers,
+and SIGTERM shuts it down cleanly (its registration goes at once, exit status 0)."""
+
+import signal
+import subprocess
+import sys
+
+import trio
+
+import transport
+import zkstub
+
+
+async def _read_line(stream) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = await stream.receive_some(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+async def test_a_broker_process_registers_and_shuts_down_on_sigterm(tmp_path):
+    network = transport.TcpNetwork()
+    async with zkstub.open_server(network=network, address=("127.0.0.1", 0)) as server:
+        port = server.address[1]
+        config = tmp_path / "server.properties"
+        config.write_text(
+            "broker.id=7\n"
+            "listeners=PLAINTEXT://127.0.0.1:0\n"
+            f"log.dirs={tmp_path / 'logs'}\n"
+            f"zookeeper.connect=127.0.0.1:{port}\n"
+        )
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "kcore.cli", "broker", "--config", str(config),
+             "--override", "controlled.shutdown.retry.backoff.ms=100"],
+            stdout=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            with trio.fail_after(60):
+                line = await _read_line(process.stdout)
+            assert line.startswith(b"kcore broker 7 listening on 127.0.0.1:"), line
+            async with zkstub.connect(f"127.0.0.1:{port}", network=network) as zk:
+                assert await zk.exists("/brokers/ids/7") is not None
+                process.send_signal(signal.SIGTERM)
+                with trio.fail_after(60):
+                    assert await process.wait() == 0
+                assert await zk.exists("/brokers/ids/7") is None
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
