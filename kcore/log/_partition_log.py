@@ -361,6 +361,11 @@ class MemoryPartitionLog(_Log):
         )
         self._segments = [self._new_segment(0)]
 
+    def recover(self) -> None:
+        """A restart after a process crash: nothing written is lost (the OS holds it), but
+        the tail after the recovery point is validated again, as at any unclean start."""
+        self._recover(self._segments, self._recovery_point)
+
     def crash(self, rng: random.Random, *, torn_tail: bool = False) -> None:
         """A power cut and restart: unflushed bytes are lost (any prefix of them may survive,
         torn mid-batch when `torn_tail`), then start-up recovery runs. The epoch cache, like

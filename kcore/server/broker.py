@@ -25,7 +25,7 @@ from kcore.controller.controller import KafkaController
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
 from kcore.server.apis import KafkaApis
-from kcore.server.log_manager import LogManager
+from kcore.server.log_manager import LogManager, MemoryLogStorage
 from kcore.server.metadata_cache import MetadataCache
 from kcore.server.replica_manager import ReplicaManager
 from kcore.wire import WireError, from_wire, to_wire
@@ -55,6 +55,7 @@ class BrokerServer:
     clock: Callable[[], float] = time.time  # wall clock, for stamps only
     metrics: MetricsRegistry = attrs.field(factory=MetricsRegistry)
     node_name: str | None = None
+    log_storage: MemoryLogStorage | None = None  # simulations: logs in memory
 
     state: BrokerState = attrs.field(default=BrokerState.NOT_RUNNING, init=False)
     cluster_id: str | None = attrs.field(default=None, init=False)
@@ -116,7 +117,7 @@ class BrokerServer:
             self.config,
             self.broker_id,
             zk,
-            LogManager(self.config.log_dirs),
+            LogManager(self.config.log_dirs, memory=self.log_storage),
             network,
             random.Random(self.rng.getrandbits(64)),
             broker_epoch=lambda: self.broker_epoch,

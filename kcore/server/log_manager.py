@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import pathlib
+import random
 import shutil
 from collections.abc import Mapping
 
@@ -16,6 +17,7 @@ from kcore.log import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    MemoryPartitionLog,
     OffsetCheckpointFile,
     PartitionLog,
 )
@@ -34,18 +36,46 @@ def parse_partition_dir_name(name: str) -> TopicPartition | None:
     return TopicPartition(topic, int(partition))
 
 
+class MemoryLogStorage:
+    """A broker's disk in a simulation: in-memory logs and checkpoints that outlive the
+    broker's incarnations. `crash` is what a kill does to them."""
+
+    def __init__(self) -> None:
+        self.logs: dict[TopicPartition, MemoryPartitionLog] = {}
+        self.checkpoints: dict[tuple[pathlib.Path, str], dict[TopicPartition, int]] = {}
+
+    def crash(
+        self, rng: random.Random, *, power_loss: bool = False, torn_tail: bool = False
+    ) -> None:
+        """A process crash keeps every byte written (the OS has them) and only makes the next
+        start recover; a power loss also drops what was not fsynced, a torn tail keeping any
+        prefix of it."""
+        for tp in sorted(self.logs):
+            log = self.logs[tp]
+            if power_loss:
+                log.crash(rng, torn_tail=torn_tail)
+            else:
+                log.recover()
+
+
 class LogManager:
-    def __init__(self, log_dirs: list[str] | list[pathlib.Path]) -> None:
+    def __init__(
+        self, log_dirs: list[str] | list[pathlib.Path], memory: MemoryLogStorage | None = None
+    ) -> None:
         self.log_dirs = [pathlib.Path(d) for d in log_dirs]
-        for log_dir in self.log_dirs:
-            log_dir.mkdir(parents=True, exist_ok=True)
-        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self.memory = memory
+        if memory is None:
+            for log_dir in self.log_dirs:
+                log_dir.mkdir(parents=True, exist_ok=True)
+        self.logs: dict[TopicPartition, PartitionLog | MemoryPartitionLog] = {}
         self._dir_of: dict[TopicPartition, pathlib.Path] = {}
 
     def _checkpoint(self, log_dir: pathlib.Path, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(log_dir / name)
 
     def _read(self, log_dir: pathlib.Path, name: str) -> dict[TopicPartition, int]:
+        if self.memory is not None:
+            return dict(self.memory.checkpoints.get((log_dir, name), {}))
         try:
             entries = self._checkpoint(log_dir, name).read()
         except ValueError as error:
@@ -58,6 +88,12 @@ class LogManager:
         """Opens every log found (recovering each from its recovery point) and returns the
         checkpointed high watermarks."""
         high_watermarks: dict[TopicPartition, int] = {}
+        if self.memory is not None:
+            for log_dir in self.log_dirs:
+                high_watermarks |= self._read(log_dir, REPLICATION_OFFSET_CHECKPOINT)
+            self.logs = dict(self.memory.logs)
+            self._dir_of = dict.fromkeys(self.logs, self.log_dirs[0])
+            return high_watermarks
         for log_dir in self.log_dirs:
             recovery_points = self._read(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
             start_offsets = self._read(log_dir, LOG_START_OFFSET_CHECKPOINT)
@@ -75,18 +111,26 @@ class LogManager:
                 logger.info("loaded log %s: end offset %d", tp, self.logs[tp].log_end_offset)
         return high_watermarks
 
-    def get_or_create_log(self, tp: TopicPartition, config: TopicConfig) -> PartitionLog:
+    def get_or_create_log(
+        self, tp: TopicPartition, config: TopicConfig
+    ) -> PartitionLog | MemoryPartitionLog:
         log = self.logs.get(tp)
         if log is not None:
             log.segment_bytes = config.segment_bytes
             log.segment_ms = config.segment_ms
             return log
         log_dir = self._least_loaded_dir()
-        log = PartitionLog(
-            log_dir / partition_dir_name(tp),
-            segment_bytes=config.segment_bytes,
-            segment_ms=config.segment_ms,
-        )
+        if self.memory is not None:
+            log = MemoryPartitionLog(
+                segment_bytes=config.segment_bytes, segment_ms=config.segment_ms
+            )
+            self.memory.logs[tp] = log
+        else:
+            log = PartitionLog(
+                log_dir / partition_dir_name(tp),
+                segment_bytes=config.segment_bytes,
+                segment_ms=config.segment_ms,
+            )
         self.logs[tp] = log
         self._dir_of[tp] = log_dir
         logger.info("created log %s in %s", tp, log_dir)
@@ -103,7 +147,10 @@ class LogManager:
         self._dir_of.pop(tp, None)
         if log is not None:
             log.close()
-            shutil.rmtree(log.directory, ignore_errors=True)
+            if self.memory is not None:
+                self.memory.logs.pop(tp, None)
+            else:
+                shutil.rmtree(log.directory, ignore_errors=True)
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -127,7 +174,12 @@ class LogManager:
                 for tp, offset in offsets.items()
                 if self._dir_of.get(tp) == log_dir
             }
-            self._checkpoint(log_dir, name).write(entries)
+            if self.memory is not None:
+                self.memory.checkpoints[log_dir, name] = {
+                    TopicPartition(t, p): o for (t, p), o in entries.items()
+                }
+            else:
+                self._checkpoint(log_dir, name).write(entries)
 
     def flush_all(self) -> int:
         return sum(log.flush() for log in self.logs.values())

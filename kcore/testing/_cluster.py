@@ -25,6 +25,7 @@ import trio
 import transport
 import zkstub
 from kcore.server.broker import BrokerServer
+from kcore.server.log_manager import MemoryLogStorage
 
 logger = logging.getLogger("kcore.testing.cluster")
 
@@ -51,6 +52,8 @@ class EmbeddedCluster:
     brokers: dict[int, BrokerServer] = attrs.field(factory=dict)
     _scopes: dict[int, trio.CancelScope] = attrs.field(factory=dict)
     _clients: int = 0
+    # Per broker, its "disk" when logs are kept in memory (simulations); None: real files.
+    disks: dict[int, Any] | None = None
 
     @property
     def is_sim(self) -> bool:
@@ -90,6 +93,9 @@ class EmbeddedCluster:
             random.Random(self.rng.getrandbits(64)),
             clock=self.clock,
             node_name=broker_node(broker_id),
+            log_storage=None
+            if self.disks is None
+            else self.disks.setdefault(broker_id, MemoryLogStorage()),
         )
         scope = trio.CancelScope()
 
@@ -112,15 +118,21 @@ class EmbeddedCluster:
                 return
             await gone.wait()
 
-    async def kill_broker(self, broker_id: int) -> None:
+    async def kill_broker(
+        self, broker_id: int, *, power_loss: bool = False, torn_tail: bool = False
+    ) -> None:
         """A crash: tasks cancelled, memory lost, disk kept, the ZooKeeper session left to
-        expire (its registration stays until then, as with a real crash)."""
+        expire (its registration stays until then, as with a real crash). With in-memory
+        logs, `power_loss` also drops what was not fsynced (`torn_tail`: any prefix of it
+        survives, possibly mid-batch); real files keep what the OS holds."""
         broker = self._running(broker_id)
         if broker.zk is not None and hasattr(broker.zk, "abort"):
             broker.zk.abort()
         if self.is_sim:
             self.network.kill_node(broker_node(broker_id))
         await self._stop_task(broker_id)
+        if self.disks is not None and broker_id in self.disks:
+            self.disks[broker_id].crash(self.rng, power_loss=power_loss, torn_tail=torn_tail)
 
     async def stop_broker(self, broker_id: int) -> None:
         """A clean shutdown: the session is closed, so the registration goes at once."""
@@ -222,9 +234,14 @@ async def open_cluster(
     broker_config: Mapping[str, Any] | None = None,
     tick_time: float = 2.0,
     clock: Callable[[], float] | None = None,
+    logs: str = "files",
 ) -> AsyncIterator[EmbeddedCluster]:
+    """`logs="memory"` keeps the brokers' logs in memory (simulations: kills may lose
+    unflushed data); `"files"` writes them under `data_dir` (a temp dir by default)."""
     if brokers < 1:
         raise ValueError(f"a cluster needs at least one broker, not {brokers}")
+    if logs not in ("files", "memory"):
+        raise ValueError(f"logs must be 'files' or 'memory', not {logs!r}")
     rng = random.Random(seed)
     if network == "sim":
         network = transport.SimNetwork(seed)
@@ -258,6 +275,8 @@ async def open_cluster(
                     network, zk_server, zk, rng, root, brokers, dict(broker_config or {}),
                     wall_clock, nursery,
                 )  # fmt: skip
+                if logs == "memory":
+                    cluster.disks = {}
                 for broker_id in range(1, brokers + 1):
                     await cluster.start_broker(broker_id)
                 try:
