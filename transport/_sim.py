@@ -344,6 +344,10 @@ class SimNetwork:
         """Cuts `node` off from every other node, both ways."""
         self._core.change_faults(lambda: self._core.isolated.add(node))
 
+    def rejoin(self, node: str) -> None:
+        """Ends `isolate(node)` (other partitions and blocks stay)."""
+        self._core.change_faults(lambda: self._core.isolated.discard(node))
+
     def heal(self) -> None:
         """Lifts every partition, block and isolation."""
 

@@ -145,6 +145,15 @@ async def test_connect_waits_for_a_heal_within_its_timeout(autojump_clock, nurse
     await conn.aclose()
 
 
+async def test_rejoin_ends_an_isolation_but_keeps_other_blocks(autojump_clock, sim):
+    sim.isolate("a")
+    sim.block("b", "c")
+    assert sim.is_blocked("a", "b") and sim.is_blocked("c", "a")
+    sim.rejoin("a")
+    assert not sim.is_blocked("a", "b") and not sim.is_blocked("c", "a")
+    assert sim.is_blocked("b", "c")
+
+
 async def test_a_node_reaches_itself_even_when_isolated(autojump_clock, nursery, sim):
     address = await start_rpc(nursery, sim, {1: echo_handler})
     sim.isolate("server")
