@@ -184,3 +184,19 @@ async def test_a_stale_leader_epoch_fetch_is_fenced(autojump_clock):
         stale = FetchRequest(2, 1, 0, 1, 1 << 20, (ask,))
         answer = (await managers[1].fetch_messages(stale)).partitions[0]
         assert answer.error_code == 74  # FENCED_LEADER_EPOCH
+
+
+async def test_kip279_fast_double_failover_ends_with_identical_logs(autojump_clock):
+    async with _brokers() as (network, zk, managers):
+        await _lead(zk, managers, leader=1, epoch=0, isr=(1, 2))
+        await _produce(managers[1], -1, b"m0")
+        network.partition("broker-1", "broker-2")
+        await _produce(managers[1], 1, b"m1")  # epoch 0, never replicated
+        await _lead(zk, managers, leader=2, epoch=1, isr=(2,))
+        await _produce(managers[2], 1, b"m2")  # epoch 1, never replicated
+        await _lead(zk, managers, leader=1, epoch=2, isr=(1,))  # back, uncleanly
+        await _produce(managers[1], 1, b"m3")
+        network.heal()
+        await _wait(lambda: _records(managers[2]) == [b"m0", b"m1", b"m3"])
+        assert _records(managers[1]) == [b"m0", b"m1", b"m3"]
+        assert managers[2].partition(TP).log.epoch_cache.entries() == [(0, 0), (2, 2)]
