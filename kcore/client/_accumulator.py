@@ -1,0 +1,221 @@
+"""Per-partition record batching for the producer (Kafka's RecordAccumulator, simplified).
+Pure: the producer passes the time (`now`, Trio seconds) in.
+
+Records are appended to the open (last) batch of their partition's queue; a batch closes
+when the next record would take it past `batch_size` bytes, when it is drained for sending,
+or when it comes back for a retry. The head batch of a partition is ready when it is full,
+has waited `linger` seconds, a flush is under way, or (for a retry) its backoff has passed.
+
+Ordering rule: at most ONE batch per partition is in flight. A batch that fails with a
+retriable error goes back to the FRONT of its partition's queue, so it is sent again before
+any later batch of that partition. Kafka keeps order with up to 5 in flight only with
+idempotence (the broker rejects out-of-order sequences); one in flight is the simple rule
+that is safe whether or not the broker checks sequences.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterator, Set
+from typing import Any
+
+import attrs
+
+from kcore.common import TopicPartition
+from kcore.log import HEADER_SIZE
+
+__all__ = ["ProducerBatch", "RecordAccumulator", "record_size"]
+
+RECORD_OVERHEAD = 12  # a record's msgpack framing and deltas, roughly
+
+
+def record_size(key: bytes | None, value: bytes | None) -> int:
+    """What a record adds to a batch, estimated (the exact size is known once packed)."""
+    return RECORD_OVERHEAD + len(key or b"") + len(value or b"")
+
+
+@attrs.define(eq=False)
+class ProducerBatch:
+    """Records of one partition sent (and retried) together. `completions[i]` is what
+    the producer resolves for `records[i]`; the accumulator never looks at it."""
+
+    tp: TopicPartition
+    created: float  # when the first record was appended (delivery timeout counts from it)
+    records: list[tuple[int, bytes | None, bytes | None]] = attrs.field(factory=list)
+    completions: list[Any] = attrs.field(factory=list)
+    size: int = HEADER_SIZE
+    closed: bool = False
+    attempts: int = 0  # sends so far
+    retry_at: float = 0.0  # a retried batch is not sent before this
+    last_error: BaseException | None = None
+    base_sequence: int = -1  # idempotence: set at the first drain, kept across retries
+    encoded: bytes | None = None  # the batch as first sent; retries resend these bytes
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+
+class RecordAccumulator:
+    def __init__(self, *, batch_size: int, linger: float) -> None:
+        self.batch_size = batch_size
+        self.linger = linger
+        self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._in_flight: set[TopicPartition] = set()
+        self._flushing = 0
+
+    # -- appending ---------------------------------------------------------------------
+
+    def append(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        completion: Any,
+        now: float,
+    ) -> ProducerBatch:
+        """Appends a record to its partition's open batch (a new one when the record
+        would take the open batch past `batch_size`); returns the batch."""
+        size = record_size(key, value)
+        queue = self._queues.setdefault(tp, deque())
+        batch = queue[-1] if queue else None
+        if batch is not None and not batch.closed and batch.size + size > self.batch_size:
+            batch.closed = True
+        if batch is None or batch.closed:
+            batch = ProducerBatch(tp, now)
+            queue.append(batch)
+        batch.records.append((timestamp, key, value))
+        batch.completions.append(completion)
+        batch.size += size
+        if batch.size >= self.batch_size:
+            batch.closed = True
+        return batch
+
+    # -- draining ----------------------------------------------------------------------
+
+    def _is_ready(self, batch: ProducerBatch, queue_len: int, now: float) -> bool:
+        if batch.attempts:
+            return now >= batch.retry_at
+        return (
+            batch.closed
+            or queue_len > 1
+            or self._flushing > 0
+            or now >= batch.created + self.linger
+        )
+
+    def drain(
+        self,
+        now: float,
+        leader_of: Callable[[TopicPartition], int | None],
+        *,
+        max_request_size: int,
+        node_ready: Callable[[int], bool] = lambda _node: True,
+    ) -> tuple[dict[int, list[ProducerBatch]], set[TopicPartition]]:
+        """Takes the ready head batches of partitions with no batch in flight, grouped by
+        leader (at most `max_request_size` bytes per leader, and always one batch); marks
+        them in flight and closed. Also returns the partitions whose ready batch waits for
+        something other than time: a leader (the producer refreshes metadata) or room in
+        its leader's in-flight requests."""
+        by_node: dict[int, list[ProducerBatch]] = {}
+        node_bytes: dict[int, int] = {}
+        blocked: set[TopicPartition] = set()
+        for tp in sorted(self._queues):
+            queue = self._queues[tp]
+            if not queue or tp in self._in_flight:
+                continue
+            batch = queue[0]
+            if not self._is_ready(batch, len(queue), now):
+                continue
+            node = leader_of(tp)
+            if node is None or not node_ready(node):
+                blocked.add(tp)
+                continue
+            used = node_bytes.get(node, 0)
+            if used and used + batch.size > max_request_size:
+                continue
+            queue.popleft()
+            batch.closed = True
+            self._in_flight.add(tp)
+            by_node.setdefault(node, []).append(batch)
+            node_bytes[node] = used + batch.size
+        return by_node, blocked
+
+    def next_ready_time(self, now: float, exclude: Set[TopicPartition] = frozenset()) -> float:
+        """When a head batch becomes ready by time (`now` if one is; inf if none waits
+        on time). Partitions with a batch in flight wait for its completion instead, and
+        `exclude` (blocked ones, see `drain`) for a metadata update or a free slot."""
+        wake = math.inf
+        for tp, queue in self._queues.items():
+            if not queue or tp in self._in_flight or tp in exclude:
+                continue
+            batch = queue[0]
+            if self._is_ready(batch, len(queue), now):
+                return now
+            wake = min(wake, batch.retry_at if batch.attempts else batch.created + self.linger)
+        return wake
+
+    # -- completion --------------------------------------------------------------------
+
+    def completed(self, batch: ProducerBatch) -> None:
+        """The batch got its final outcome (acknowledged or failed)."""
+        self._in_flight.discard(batch.tp)
+        queue = self._queues.get(batch.tp)
+        if queue is not None and not queue:
+            del self._queues[batch.tp]
+
+    def reenqueue(self, batch: ProducerBatch, retry_at: float) -> None:
+        """A retriable failure: the batch goes first in its partition's queue."""
+        batch.retry_at = retry_at
+        batch.closed = True
+        self._in_flight.discard(batch.tp)
+        self._queues.setdefault(batch.tp, deque()).appendleft(batch)
+
+    def expired(self, now: float, delivery_timeout: float) -> list[ProducerBatch]:
+        """Removes and returns the queued (not in flight) batches whose delivery timeout
+        has passed."""
+        expired = []
+        for tp in sorted(self._queues):
+            if tp in self._in_flight:
+                continue
+            queue = self._queues[tp]
+            while queue and now >= queue[0].created + delivery_timeout:
+                expired.append(queue.popleft())
+            if not queue:
+                del self._queues[tp]
+        return expired
+
+    def next_expiry(self, delivery_timeout: float) -> float:
+        times = [
+            q[0].created + delivery_timeout
+            for tp, q in self._queues.items()
+            if q and tp not in self._in_flight
+        ]
+        return min(times, default=math.inf)
+
+    def abort_all(self) -> list[ProducerBatch]:
+        """Removes and returns every queued batch (the producer is closing on an error)."""
+        batches = [b for tp in sorted(self._queues) for b in self._queues[tp]]
+        self._queues.clear()
+        return batches
+
+    # -- flushing ----------------------------------------------------------------------
+
+    def begin_flush(self) -> None:
+        self._flushing += 1
+
+    def end_flush(self) -> None:
+        self._flushing -= 1
+
+    @property
+    def has_undrained(self) -> bool:
+        return any(self._queues.values())
+
+    @property
+    def in_flight_partitions(self) -> frozenset[TopicPartition]:
+        return frozenset(self._in_flight)
+
+    def batches(self) -> Iterator[ProducerBatch]:
+        for tp in sorted(self._queues):
+            yield from self._queues[tp]

@@ -1,0 +1,217 @@
+"""The client's view of the cluster (pure data built from MetadataResponse), and the one
+async function that refreshes it.
+
+A refresh asks one broker: the known brokers first (starting at a random one, so clients
+spread their metadata load), then the bootstrap servers, which matter when every broker
+the client knew has moved or died. Refreshes are spaced by `retry_backoff_ms` (Kafka's
+metadata refresh backoff) so a storm of NOT_LEADER errors cannot turn into a storm of
+metadata requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from collections.abc import Iterable, Sequence
+
+import attrs
+import trio
+
+from kcore import errors
+from kcore.client._connections import Address, Connections
+from kcore.common import NO_LEADER, TopicPartition
+from kcore.protocol.api_keys import ApiKey
+from kcore.protocol.data import MetadataRequest, MetadataResponse
+
+__all__ = [
+    "BrokerInfo",
+    "Cluster",
+    "MetadataManager",
+    "PartitionInfo",
+    "TopicMetadata",
+]
+
+
+@attrs.frozen
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    @property
+    def address(self) -> Address:
+        return (self.host, self.port)
+
+
+@attrs.frozen
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+
+
+@attrs.frozen
+class TopicMetadata:
+    name: str
+    topic_id: str | None
+    partitions: tuple[PartitionInfo, ...]  # sorted by partition id
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.partitions)
+
+    def available_partitions(self) -> tuple[int, ...]:
+        return tuple(p.partition for p in self.partitions if p.leader != NO_LEADER)
+
+
+@attrs.frozen
+class Cluster:
+    """One snapshot of the cluster as the client knows it."""
+
+    brokers: dict[int, BrokerInfo] = attrs.field(factory=dict)
+    controller_id: int = -1
+    cluster_id: str | None = None
+    topics: dict[str, TopicMetadata] = attrs.field(factory=dict)
+
+    @classmethod
+    def from_response(cls, response: MetadataResponse) -> tuple[Cluster, dict[str, int]]:
+        """The cluster the response describes, and the error code of each topic the
+        response reported an error for (e.g. UNKNOWN_TOPIC_OR_PARTITION)."""
+        brokers = {
+            b.node_id: BrokerInfo(b.node_id, b.host, b.port, b.rack) for b in response.brokers
+        }
+        topics = {}
+        topic_errors = {}
+        for topic in response.topics:
+            if topic.error_code != 0:
+                topic_errors[topic.name] = topic.error_code
+                continue
+            partitions = tuple(
+                PartitionInfo(
+                    p.partition,
+                    # A leader the response does not list cannot be reached: treat as none.
+                    p.leader if p.leader in brokers else NO_LEADER,
+                    p.leader_epoch,
+                    tuple(p.replicas),
+                    tuple(p.isr),
+                    tuple(p.offline_replicas),
+                )
+                for p in sorted(topic.partitions, key=lambda p: p.partition)
+            )
+            topics[topic.name] = TopicMetadata(topic.name, topic.topic_id, partitions)
+        cluster = cls(brokers, response.controller_id, response.cluster_id, topics)
+        return cluster, topic_errors
+
+    def merged(self, newer: Cluster, requested: Iterable[str] | None) -> Cluster:
+        """`newer` (an answer about `requested` topics, or all when None), keeping what we
+        knew of topics it was not asked about."""
+        if requested is None:
+            return newer
+        asked = set(requested)
+        topics = {name: t for name, t in self.topics.items() if name not in asked}
+        topics.update(newer.topics)
+        return attrs.evolve(newer, topics=topics)
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self.topics.get(name)
+
+    def partition(self, tp: TopicPartition) -> PartitionInfo | None:
+        topic = self.topics.get(tp.topic)
+        if topic is None or not 0 <= tp.partition < len(topic.partitions):
+            return None
+        info = topic.partitions[tp.partition]
+        return info if info.partition == tp.partition else None
+
+    def leader_for(self, tp: TopicPartition) -> int | None:
+        """The leader's node id, or None when there is none (or it is not reachable)."""
+        info = self.partition(tp)
+        if info is None or info.leader == NO_LEADER or info.leader not in self.brokers:
+            return None
+        return info.leader
+
+    def leader_epoch(self, tp: TopicPartition) -> int:
+        info = self.partition(tp)
+        return -1 if info is None else info.leader_epoch
+
+    def address_of(self, node_id: int) -> Address | None:
+        broker = self.brokers.get(node_id)
+        return None if broker is None else broker.address
+
+
+class MetadataManager:
+    """Holds the current `Cluster` and refreshes it over `connections`."""
+
+    def __init__(
+        self,
+        connections: Connections,
+        bootstrap: Sequence[Address],
+        *,
+        rng: random.Random,
+        retry_backoff: float,
+        request_timeout: float,
+        logger: logging.Logger,
+    ) -> None:
+        self.cluster = Cluster()
+        self.topic_errors: dict[str, int] = {}
+        self.updated = trio.Event()  # replaced after each refresh: wait for the next one
+        self._connections = connections
+        self._bootstrap = tuple(bootstrap)
+        self._rng = rng
+        self._retry_backoff = retry_backoff
+        self._request_timeout = request_timeout
+        self._log = logger
+        self._lock = trio.Lock()
+        self._last_refresh = -math.inf
+
+    def _candidates(self) -> list[Address]:
+        known = [b.address for _, b in sorted(self.cluster.brokers.items())]
+        if known:
+            start = self._rng.randrange(len(known))
+            known = known[start:] + known[:start]
+        return known + [a for a in self._bootstrap if a not in known]
+
+    async def refresh(self, topics: Iterable[str] | None) -> Cluster:
+        """Asks a broker about `topics` (None: every topic), merges the answer and returns
+        the new view; `NetworkError` when no broker answers. Concurrent refreshes run one
+        at a time, each at least `retry_backoff` after the previous one."""
+        requested = None if topics is None else tuple(sorted(set(topics)))
+        async with self._lock:
+            await trio.sleep_until(self._last_refresh + self._retry_backoff)
+            try:
+                response = await self._ask_any(requested)
+            finally:
+                self._last_refresh = trio.current_time()
+            newer, topic_errors = Cluster.from_response(response)
+            self.cluster = self.cluster.merged(newer, requested)
+            if requested is None:
+                self.topic_errors = topic_errors
+            else:
+                for name in requested:
+                    self.topic_errors.pop(name, None)
+                self.topic_errors.update(topic_errors)
+            updated, self.updated = self.updated, trio.Event()
+            updated.set()
+            return self.cluster
+
+    async def _ask_any(self, topics: tuple[str, ...] | None) -> MetadataResponse:
+        failures = []
+        for address in self._candidates():
+            try:
+                return await self._connections.request(
+                    address,
+                    ApiKey.METADATA,
+                    MetadataRequest(topics),
+                    MetadataResponse,
+                    timeout=self._request_timeout,
+                )
+            except errors.KafkaError as exc:
+                self._log.debug("metadata request to %s:%d failed: %s", *address, exc)
+                failures.append(f"{address[0]}:{address[1]}: {exc}")
+        raise errors.NetworkError(
+            "no broker answered a metadata request (" + "; ".join(failures) + ")"
+        )

@@ -1,0 +1,666 @@
+"""The producer: `await producer.send(topic, value, key=...)` returns the record's offset
+once the cluster acknowledged it (as `acks` asks).
+
+Sends append records to per-partition batches (`RecordAccumulator`); one sender task drains
+the ready batches, groups them per partition leader into one ProduceRequest each, and
+settles every record of a batch from the answer: an offset, a retry, or an error. Kafka's
+Java producer (KafkaProducer, RecordAccumulator, Sender, BuiltInPartitioner) is the
+reference; the differences are noted where they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+import transport
+from kcore import errors
+from kcore.client._accumulator import ProducerBatch, RecordAccumulator, record_size
+from kcore.client._config import (
+    ClientConfigError,
+    InvalidPartitionError,
+    check_int,
+    check_no_unknown,
+    parse_acks,
+    parse_bootstrap,
+)
+from kcore.client._connections import Connections
+from kcore.client._lifecycle import exit_nursery
+from kcore.client._metadata import MetadataManager, TopicMetadata
+from kcore.client._partitioner import StickyPartitioner
+from kcore.common import TopicPartition
+from kcore.log import build_batch
+from kcore.protocol.api_keys import ApiKey
+from kcore.protocol.data import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProducePartitionData,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+
+__all__ = ["Producer", "ProducerClosedError", "RecordMetadata"]
+
+log = logging.getLogger("kcore.client.producer")
+
+MAX_INT = 2**31 - 1
+
+# Errors after which the leader we sent to is probably not the leader any more: refresh
+# metadata before the retry (Kafka's InvalidMetadataException family).
+_STALE_METADATA = frozenset(
+    cls.code
+    for cls in (
+        errors.UnknownTopicOrPartitionError,
+        errors.LeaderNotAvailableError,
+        errors.NotLeaderOrFollowerError,
+        errors.NetworkError,
+        errors.FencedLeaderEpochError,
+        errors.UnknownLeaderEpochError,
+    )
+)
+_DUPLICATE_SEQUENCE = errors.ERROR_CODES["DUPLICATE_SEQUENCE_NUMBER"]
+
+
+@attrs.frozen
+class RecordMetadata:
+    """Where an acknowledged record was written. `offset` is -1 with acks=0 (the broker's
+    answer is not read), and after a DUPLICATE_SEQUENCE_NUMBER answer with idempotence
+    (the record was written by an earlier attempt whose answer was lost)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class ProducerClosedError(errors.KafkaError):
+    """The producer closed (or its `async with` block failed) before the record was
+    acknowledged; the record may or may not have been written."""
+
+    name = "PRODUCER_CLOSED"
+
+
+class _Completion:
+    """What one `send` waits for: set once, with a RecordMetadata or an error."""
+
+    __slots__ = ("done", "error", "result")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.result: RecordMetadata | None = None
+        self.error: BaseException | None = None
+
+
+_SETTINGS = (
+    "acks",
+    "retries",
+    "linger_ms",
+    "batch_size",
+    "delivery_timeout_ms",
+    "request_timeout_ms",
+    "retry_backoff_ms",
+    "enable_idempotence",
+    "max_request_size",
+    "max_in_flight_requests_per_connection",
+    "max_block_ms",
+    "metadata_max_age_ms",
+    "client_id",
+    "clock",
+)
+
+
+class Producer:
+    """A Kafka producer (use it as `async with Producer(...) as producer:`).
+
+    `bootstrap`: `[(host, port), ...]` or `"host:port,host:port"`. `network`: a
+    `transport` network (`TcpNetwork()`, or a `SimNetwork` node view). `rng`: every random
+    choice (sticky partitions, backoff jitter, which broker to ask for metadata). `clock`:
+    the wall clock (seconds) that stamps records without an explicit timestamp.
+
+    Settings are Kafka's, python-style: `acks` ("all" / -1, 0, 1), `retries`, `linger_ms`,
+    `batch_size`, `delivery_timeout_ms`, `request_timeout_ms`, `retry_backoff_ms`,
+    `enable_idempotence`, `max_request_size`, `max_in_flight_requests_per_connection`,
+    `max_block_ms` (how long `send` waits for the topic's metadata), `metadata_max_age_ms`
+    (refresh at least this often, to see new partitions and leaders). An unknown setting or a
+    bad value raises `ClientConfigError` naming it.
+
+    Delivery: records of one partition are sent in `send` order, one batch in flight per
+    partition, and a batch retried after a retriable error is resent before any later batch
+    of its partition. A batch is retried until `retries` retries or `delivery_timeout_ms`
+    after its creation, whichever comes first; then each of its sends raises the last error.
+
+    acks=0: the producer still reads the broker's answer (so one connection's requests stay
+    in order and a dead connection is noticed) but ignores its content: `send` returns
+    offset -1 once the request reached the broker, and per-partition errors are not seen.
+    """
+
+    def __init__(
+        self,
+        bootstrap: Any,
+        *,
+        network: transport.Network,
+        rng: random.Random,
+        clock: Callable[[], float] = time.time,
+        acks: int | str = "all",
+        retries: int = MAX_INT,
+        linger_ms: int = 0,
+        batch_size: int = 16384,
+        delivery_timeout_ms: int = 120000,
+        request_timeout_ms: int = 30000,
+        retry_backoff_ms: int = 100,
+        enable_idempotence: bool = False,
+        max_request_size: int = 1048576,
+        max_in_flight_requests_per_connection: int = 5,
+        max_block_ms: int = 60000,
+        metadata_max_age_ms: int = 300000,
+        client_id: str = "producer",
+        **unknown: Any,
+    ) -> None:
+        check_no_unknown("producer", unknown, _SETTINGS)
+        self.bootstrap = parse_bootstrap(bootstrap)
+        self.acks = parse_acks(acks)
+        self.retries = check_int("retries", retries, maximum=MAX_INT)
+        self.linger_ms = check_int("linger_ms", linger_ms)
+        self.batch_size = check_int("batch_size", batch_size)
+        self.delivery_timeout_ms = check_int("delivery_timeout_ms", delivery_timeout_ms)
+        self.request_timeout_ms = check_int("request_timeout_ms", request_timeout_ms, minimum=1)
+        self.retry_backoff_ms = check_int("retry_backoff_ms", retry_backoff_ms, minimum=1)
+        self.max_request_size = check_int("max_request_size", max_request_size, minimum=1)
+        self.max_in_flight = check_int(
+            "max_in_flight_requests_per_connection",
+            max_in_flight_requests_per_connection,
+            minimum=1,
+        )
+        self.max_block_ms = check_int("max_block_ms", max_block_ms)
+        self.metadata_max_age_ms = check_int("metadata_max_age_ms", metadata_max_age_ms)
+        if not isinstance(enable_idempotence, bool):
+            raise ClientConfigError(
+                f"enable_idempotence must be a bool, got {enable_idempotence!r}"
+            )
+        if enable_idempotence and self.acks != -1:
+            raise ClientConfigError(f"enable_idempotence=True needs acks='all', got acks={acks!r}")
+        self.enable_idempotence = enable_idempotence
+        if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
+            # Kafka's rule: a batch must be able to linger and wait for one answer.
+            raise ClientConfigError(
+                f"delivery_timeout_ms ({self.delivery_timeout_ms}) must be >= linger_ms "
+                f"({self.linger_ms}) + request_timeout_ms ({self.request_timeout_ms})"
+            )
+        if not isinstance(client_id, str) or not client_id:
+            raise ClientConfigError(f"client_id must be a non-empty str, got {client_id!r}")
+        self.client_id = client_id
+        self._network = network
+        self._rng = rng
+        self._clock = clock
+        self._accumulator = RecordAccumulator(
+            batch_size=self.batch_size, linger=self.linger_ms / 1000
+        )
+        self._partitioner = StickyPartitioner(rng, batch_size=self.batch_size)
+        self._topics: set[str] = set()
+        # Insertion-ordered (a dict used as a set): closing settles records in send order,
+        # never in hash order, so a seeded run replays exactly.
+        self._incomplete: dict[ProducerBatch, None] = {}
+        self._in_flight_per_node: dict[int, int] = {}
+        self._next_sequence: dict[TopicPartition, int] = {}
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._last_metadata_error: Exception | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._nursery: trio.Nursery | None = None
+        self._connections: Connections | None = None
+        self._metadata: MetadataManager | None = None
+        self._wakeup = trio.Event()
+        self._metadata_wanted = trio.Event()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<Producer {self.client_id} acks={self.acks}>"
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def __aenter__(self) -> Producer:
+        if self._stack is not None or self._closed:
+            raise RuntimeError("a Producer can be entered once")
+        stack = contextlib.AsyncExitStack()
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        self._stack, self._nursery = stack, nursery
+        self._connections = Connections(
+            self._network,
+            client_id=self.client_id,
+            rng=self._rng,
+            nursery=nursery,
+            request_timeout=self.request_timeout_ms / 1000,
+            logger=log,
+        )
+        self._metadata = MetadataManager(
+            self._connections,
+            self.bootstrap,
+            rng=self._rng,
+            retry_backoff=self.retry_backoff_ms / 1000,
+            request_timeout=self.request_timeout_ms / 1000,
+            logger=log,
+        )
+        nursery.start_soon(self._run_metadata)
+        nursery.start_soon(self._run_sender)
+        return self
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool | None:
+        """A clean exit flushes (every record sent gets its outcome); an exit on an error
+        fails the records not yet acknowledged with `ProducerClosedError`."""
+        stack = self._stack
+        assert stack is not None and self._nursery is not None
+        try:
+            if exc_type is None:
+                await self.flush()
+        finally:
+            self._closed = True
+            self._abort_incomplete("the producer was closed before the record was acknowledged")
+            self._nursery.cancel_scope.cancel()
+            assert self._connections is not None
+            await self._connections.aclose()
+        return await exit_nursery(stack, exc_type, exc, tb)
+
+    # -- the public API ----------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
+        """Sends one record and returns where it was written once acknowledged.
+
+        Raises the Kafka error that failed the record: a non-retriable one at once, a
+        retriable one after `retries` / `delivery_timeout_ms`. A `NetworkError` or
+        `RequestTimedOutError` means the outcome is unknown: the record may have been
+        written. `UnknownTopicOrPartitionError` when the topic is not in the metadata after
+        `max_block_ms`; `InvalidPartitionError` for a partition the topic does not have;
+        `MessageTooLargeError` for a record over `max_request_size`. Cancelling `send`
+        does not withdraw the record: once appended it is sent.
+        """
+        self._check_open()
+        if not isinstance(topic, str) or not topic:
+            raise TypeError(f"topic must be a non-empty str, got {topic!r}")
+        value = _as_bytes("value", value)
+        key = _as_bytes("key", key)
+        size = record_size(key, value)
+        if size > self.max_request_size:
+            raise errors.MessageTooLargeError(
+                f"the record is {size} bytes, more than max_request_size={self.max_request_size}"
+            )
+        if timestamp_ms is None:
+            timestamp_ms = int(self._clock() * 1000)
+        elif isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
+            raise TypeError(f"timestamp_ms must be an int, got {timestamp_ms!r}")
+        metadata = await self._wait_for_topic(topic)
+        self._check_open()  # closing may have started while we waited
+        count = metadata.num_partitions
+        available = metadata.available_partitions()
+        if partition is not None:
+            if isinstance(partition, bool) or not isinstance(partition, int):
+                raise TypeError(f"partition must be an int, got {partition!r}")
+            if not 0 <= partition < count:
+                raise InvalidPartitionError(
+                    f"partition {partition} of topic {topic!r} is out of range: the topic has "
+                    f"{count} partition(s), 0..{count - 1}"
+                )
+            chosen = partition
+        else:
+            chosen = self._partitioner.partition(topic, key, count, available)
+        completion = _Completion()
+        batch = self._accumulator.append(
+            TopicPartition(topic, chosen), timestamp_ms, key, value, completion, trio.current_time()
+        )
+        self._incomplete[batch] = None
+        if key is None and partition is None:
+            self._partitioner.record_appended(topic, chosen, size, count, available)
+        self._wake()
+        await completion.done.wait()
+        if completion.error is not None:
+            raise _fresh(completion.error)
+        assert completion.result is not None
+        return completion.result
+
+    async def flush(self) -> None:
+        """Sends every record appended so far at once (ignoring `linger_ms`) and waits
+        until each has its outcome (this does not raise the records' errors: their
+        `send` calls do)."""
+        self._check_open()
+        pending = list(self._incomplete)
+        if not pending:
+            await trio.lowlevel.checkpoint()
+            return
+        self._accumulator.begin_flush()
+        self._wake()
+        try:
+            for batch in pending:
+                await batch.completions[-1].done.wait()
+        finally:
+            self._accumulator.end_flush()
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partition ids (waiting for its metadata up to `max_block_ms`)."""
+        self._check_open()
+        return [p.partition for p in (await self._wait_for_topic(topic)).partitions]
+
+    # -- metadata ----------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ProducerClosedError("the producer is closed")
+        if self._metadata is None:
+            raise RuntimeError("use the producer as `async with Producer(...) as producer:`")
+
+    async def _wait_for_topic(self, topic: str) -> TopicMetadata:
+        manager = self._metadata
+        assert manager is not None
+        known = manager.cluster.topic(topic)
+        if known is not None and known.partitions:
+            return known
+        self._topics.add(topic)
+        with trio.move_on_after(self.max_block_ms / 1000):
+            while True:
+                updated = manager.updated
+                self._want_metadata()
+                await updated.wait()
+                known = manager.cluster.topic(topic)
+                if known is not None and known.partitions:
+                    return known
+        code = manager.topic_errors.get(topic)
+        reason = (
+            f"the brokers answered {errors.ERROR_NAMES.get(code, code)}"
+            if code is not None
+            else f"last failure: {self._last_metadata_error}"
+        )
+        raise errors.UnknownTopicOrPartitionError(
+            f"topic {topic!r} not present in metadata after max_block_ms={self.max_block_ms} "
+            f"({reason})"
+        )
+
+    def _want_metadata(self) -> None:
+        self._metadata_wanted.set()
+
+    async def _run_metadata(self) -> None:
+        """Refreshes metadata whenever someone asks (spaced by retry_backoff_ms inside
+        `MetadataManager.refresh`) or every metadata_max_age_ms; a failed refresh is
+        retried."""
+        manager = self._metadata
+        assert manager is not None
+        while True:
+            with trio.move_on_after(self.metadata_max_age_ms / 1000):
+                await self._metadata_wanted.wait()
+            self._metadata_wanted = trio.Event()
+            try:
+                await manager.refresh(sorted(self._topics))
+            except errors.KafkaError as exc:
+                log.warning("%s: metadata refresh failed: %s", self.client_id, exc)
+                self._last_metadata_error = exc
+                self._want_metadata()
+            self._wake()
+
+    # -- the sender --------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+
+    def _leader_of(self, tp: TopicPartition) -> int | None:
+        assert self._metadata is not None
+        return self._metadata.cluster.leader_for(tp)
+
+    def _node_ready(self, node: int) -> bool:
+        return self._in_flight_per_node.get(node, 0) < self.max_in_flight
+
+    async def _run_sender(self) -> None:
+        delivery_timeout = self.delivery_timeout_ms / 1000
+        accumulator = self._accumulator
+        while True:
+            now = trio.current_time()
+            for batch in accumulator.expired(now, delivery_timeout):
+                self._fail_expired(batch, now)
+            wake_at = math.inf
+            ready: dict[int, list[ProducerBatch]] = {}
+            if self.enable_idempotence and self._producer_id < 0:
+                # No batch leaves before the producer has its id; meanwhile they wait
+                # (and expire) in the accumulator.
+                blocked = {b.tp for b in accumulator.batches()}
+                if blocked:
+                    if await self._init_producer_id():
+                        continue
+                    wake_at = trio.current_time() + self.retry_backoff_ms / 1000
+            else:
+                ready, blocked = accumulator.drain(
+                    now,
+                    self._leader_of,
+                    max_request_size=self.max_request_size,
+                    node_ready=self._node_ready,
+                )
+            if any(self._leader_of(tp) is None for tp in blocked):
+                self._want_metadata()
+            assert self._nursery is not None
+            for node, batches in sorted(ready.items()):
+                self._in_flight_per_node[node] = self._in_flight_per_node.get(node, 0) + 1
+                self._nursery.start_soon(self._send_produce, node, batches)
+            wake_at = min(
+                wake_at,
+                accumulator.next_ready_time(now, exclude=blocked),
+                accumulator.next_expiry(delivery_timeout),
+            )
+            if wake_at <= now:
+                await trio.lowlevel.checkpoint()
+                continue
+            with trio.move_on_at(wake_at):
+                await self._wakeup.wait()
+            self._wakeup = trio.Event()
+
+    async def _init_producer_id(self) -> bool:
+        """Kafka's idempotent producer gets its id before its first batch; True once it
+        has one."""
+        assert self._connections is not None and self._metadata is not None
+        cluster = self._metadata.cluster
+        addresses = [b.address for _, b in sorted(cluster.brokers.items())] or list(self.bootstrap)
+        address = addresses[self._rng.randrange(len(addresses))]
+        try:
+            response = await self._connections.request(
+                address, ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest(), InitProducerIdResponse
+            )
+            if response.error_code != 0:
+                raise errors.error_for_code(response.error_code, "InitProducerId failed")
+        except errors.KafkaError as exc:
+            log.warning("%s: could not get a producer id: %s", self.client_id, exc)
+            self._want_metadata()
+            return False
+        self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
+        log.info(
+            "%s: producer id %d, epoch %d", self.client_id, self._producer_id, self._producer_epoch
+        )
+        return True
+
+    def _encode(self, batch: ProducerBatch) -> bytes:
+        """The batch's bytes, built at its first send and resent unchanged on retries (with
+        idempotence the broker recognises a retry by its unchanged sequence)."""
+        if batch.encoded is None:
+            if self.enable_idempotence:
+                sequence = self._next_sequence.get(batch.tp, 0)
+                batch.base_sequence = sequence
+                self._next_sequence[batch.tp] = (sequence + batch.record_count) % (MAX_INT + 1)
+                batch.encoded = build_batch(
+                    batch.records,
+                    producer_id=self._producer_id,
+                    producer_epoch=self._producer_epoch,
+                    base_sequence=sequence,
+                )
+            else:
+                batch.encoded = build_batch(batch.records)
+        return batch.encoded
+
+    async def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:
+        assert self._connections is not None and self._metadata is not None
+        try:
+            request = ProduceRequest(
+                self.acks,
+                self.request_timeout_ms,
+                tuple(
+                    ProducePartitionData(b.tp.topic, b.tp.partition, self._encode(b))
+                    for b in batches
+                ),
+            )
+            for batch in batches:
+                batch.attempts += 1
+            address = self._metadata.cluster.address_of(node)
+            try:
+                if address is None:
+                    raise errors.NetworkError(f"broker {node} is not in the metadata any more")
+                response = await self._connections.request(
+                    address, ApiKey.PRODUCE, request, ProduceResponse
+                )
+            except errors.KafkaError as exc:
+                log.debug("%s: produce request to broker %d failed: %s", self.client_id, node, exc)
+                self._want_metadata()
+                for batch in batches:
+                    self._retry_or_fail(batch, exc)
+                return
+            if self.acks == 0:
+                for batch in batches:
+                    self._complete(batch, -1, -1)
+                return
+            answers = {(p.topic, p.partition): p for p in response.partitions}
+            for batch in batches:
+                self._settle(batch, answers.get((batch.tp.topic, batch.tp.partition)), node)
+        finally:
+            self._in_flight_per_node[node] -= 1
+            self._wake()
+
+    def _settle(
+        self, batch: ProducerBatch, answer: ProducePartitionResponse | None, node: int
+    ) -> None:
+        if answer is None:
+            self._fail(
+                batch,
+                errors.UnknownServerError(f"broker {node} did not answer for {batch.tp}"),
+            )
+        elif answer.error_code == 0:
+            self._complete(batch, answer.base_offset, answer.log_append_time_ms)
+        elif answer.error_code == _DUPLICATE_SEQUENCE and self.enable_idempotence:
+            # An earlier attempt was written and its answer lost: a success at an unknown
+            # offset (Kafka's Sender does the same).
+            self._complete(batch, answer.base_offset if answer.base_offset >= 0 else -1, -1)
+        else:
+            message = answer.error_message or (
+                f"broker {node} answered {errors.ERROR_NAMES.get(answer.error_code)} for {batch.tp}"
+            )
+            error = errors.error_for_code(answer.error_code, message)
+            if answer.error_code in _STALE_METADATA:
+                self._want_metadata()
+            self._retry_or_fail(batch, error)
+
+    def _retry_or_fail(self, batch: ProducerBatch, error: errors.KafkaError) -> None:
+        now = trio.current_time()
+        deadline = batch.created + self.delivery_timeout_ms / 1000
+        batch.last_error = error
+        if error.retriable and batch.attempts <= self.retries and now < deadline:
+            log.info(
+                "%s: retrying %d record(s) for %s (attempt %d) after: %s",
+                self.client_id,
+                batch.record_count,
+                batch.tp,
+                batch.attempts + 1,
+                error,
+            )
+            self._accumulator.reenqueue(batch, now + self.retry_backoff_ms / 1000)
+            return
+        if error.retriable:
+            why = (
+                f"retries={self.retries} exhausted"
+                if batch.attempts > self.retries
+                else f"delivery_timeout_ms={self.delivery_timeout_ms} passed"
+            )
+            error = type(error)(f"{error} ({why} after {batch.attempts} attempt(s))")
+        self._fail(batch, error)
+
+    def _fail_expired(self, batch: ProducerBatch, now: float) -> None:
+        elapsed_ms = round((now - batch.created) * 1000)
+        if batch.last_error is not None:
+            last = batch.last_error
+            error: BaseException = type(last)(
+                f"{last} (delivery_timeout_ms={self.delivery_timeout_ms} passed after "
+                f"{batch.attempts} attempt(s))"
+            )
+        else:
+            error = errors.RequestTimedOutError(
+                f"expiring {batch.record_count} record(s) for {batch.tp}: {elapsed_ms} ms has "
+                f"passed since batch creation (delivery_timeout_ms={self.delivery_timeout_ms}) "
+                "and no leader could be sent to"
+            )
+        self._fail(batch, error, completed=False)
+
+    def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        self._accumulator.completed(batch)
+        self._incomplete.pop(batch, None)
+        topic, partition = batch.tp.topic, batch.tp.partition
+        for index, ((timestamp, _, _), completion) in enumerate(
+            zip(batch.records, batch.completions, strict=True)
+        ):
+            offset = base_offset + index if base_offset >= 0 else -1
+            completion.result = RecordMetadata(
+                topic, partition, offset, log_append_time if log_append_time >= 0 else timestamp
+            )
+            completion.done.set()
+
+    def _fail(self, batch: ProducerBatch, error: BaseException, *, completed: bool = True) -> None:
+        log.warning(
+            "%s: %d record(s) for %s failed: %s",
+            self.client_id,
+            batch.record_count,
+            batch.tp,
+            error,
+        )
+        if completed:
+            self._accumulator.completed(batch)
+        self._incomplete.pop(batch, None)
+        for completion in batch.completions:
+            completion.error = error
+            completion.done.set()
+
+    def _abort_incomplete(self, reason: str) -> None:
+        for batch in self._accumulator.abort_all():
+            self._incomplete.pop(batch, None)
+            self._fail_quietly(batch, ProducerClosedError(reason))
+        for batch in list(self._incomplete):  # in flight
+            self._incomplete.pop(batch, None)
+            self._fail_quietly(batch, ProducerClosedError(reason))
+
+    def _fail_quietly(self, batch: ProducerBatch, error: BaseException) -> None:
+        for completion in batch.completions:
+            if not completion.done.is_set():
+                completion.error = error
+                completion.done.set()
+
+
+def _as_bytes(name: str, value: object) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    raise TypeError(f"{name} must be bytes or None, got {type(value).__name__}")
+
+
+def _fresh(error: BaseException) -> BaseException:
+    """A copy of a batch's error for one `send` (many tasks raise it; each gets its own
+    traceback)."""
+    try:
+        copy = type(error)(*error.args)
+    except Exception:
+        return error
+    copy.__cause__ = error.__cause__
+    return copy

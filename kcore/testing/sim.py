@@ -1,0 +1,377 @@
+"""Whole-cluster deterministic simulation (in the spirit of FoundationDB's simulator and
+TigerBeetle's VOPR): one seed drives a zkstub server, N brokers and producers on a
+SimNetwork under virtual time, a fault schedule drawn from the seed, the invariants checked
+every step, and at the end the history checked against what the healed cluster holds.
+
+    result = simulate(SimConfig(seed=7))       # or: await run_simulation(config)
+    assert result.ok, result.report()
+
+`simulate` pins Trio's scheduler and runs on `MockClock(autojump_threshold=0)`, so one seed
+replays one history exactly (`result.trace` is the proof: same seed, same trace).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+
+import attrs
+import trio
+import trio.testing
+
+from actors.testing import pinned_scheduler
+from kcore import errors
+from kcore.common import TopicPartition
+from kcore.log import iter_batch_records
+from kcore.testing._cluster import EmbeddedCluster, broker_node, open_cluster
+from kcore.testing.history import CheckResult, Outcome, ProduceOp, check
+from kcore.testing.invariants import InvariantChecker, InvariantViolation
+
+logger = logging.getLogger("kcore.testing.sim")
+
+TOPIC = "sim"
+FAULTS = (
+    "kill",
+    "restart",
+    "controlled_shutdown",
+    "partition",
+    "block",
+    "isolate_controller",
+    "expire_session",
+    "pause",
+    "lossy_network",
+    "heal",
+)
+_ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+
+
+@attrs.frozen
+class SimConfig:
+    seed: int
+    brokers: int = 3
+    partitions: int = 2
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    unclean_leader_election: bool = False
+    acks: str = "all"
+    idempotent: bool = False
+    producers: int = 2
+    chaos_seconds: float = 60.0  # virtual time with faults
+    fault_interval: tuple[float, float] = (1.0, 6.0)
+    faults: tuple[str, ...] = FAULTS
+    settle_seconds: float = 300.0  # virtual time allowed to heal and converge
+    step_seconds: float = 0.1  # invariants checked this often (virtual)
+    session_timeout_ms: int = 6000
+    replica_lag_time_max_ms: int = 5000
+
+    def __attrs_post_init__(self) -> None:
+        unknown = sorted(set(self.faults) - set(FAULTS))
+        if unknown:
+            raise ValueError(f"unknown faults {unknown}; known: {list(FAULTS)}")
+        if self.acks not in _ACKS:
+            raise ValueError(f"acks must be one of {sorted(_ACKS)}, not {self.acks!r}")
+
+    @property
+    def durable(self) -> bool:
+        """Whether acks=all writes are covered by the no-loss contract."""
+        return self.min_insync_replicas >= 2 and not self.unclean_leader_election
+
+
+@attrs.frozen
+class SimResult:
+    config: SimConfig
+    ops: tuple[ProduceOp, ...]
+    check: CheckResult | None
+    violation: str | None
+    trace: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None and self.check is not None and self.check.valid
+
+    def report(self) -> str:
+        lines = [f"seed {self.config.seed}: {'ok' if self.ok else 'FAILED'}"]
+        if self.violation:
+            lines.append(f"invariant violated: {self.violation}")
+        if self.check is not None:
+            lines.append(self.check.summary())
+        return "\n".join(lines)
+
+
+@attrs.define
+class _Simulation:
+    config: SimConfig
+    cluster: EmbeddedCluster
+    rng: random.Random
+    trace: list[str] = attrs.field(factory=list)
+    ops: list[ProduceOp] = attrs.field(factory=list)
+    checker: InvariantChecker = attrs.field(init=False)
+    down: set[int] = attrs.field(factory=set)
+
+    def __attrs_post_init__(self) -> None:
+        self.checker = InvariantChecker(unclean_election=self.config.unclean_leader_election)
+
+    def log(self, text: str) -> None:
+        self.trace.append(f"{trio.current_time():10.3f} {text}")
+
+    # -- faults ----------------------------------------------------------------------------
+
+    async def faults(self, until: float) -> None:
+        low, high = self.config.fault_interval
+        while True:
+            await trio.sleep(self.rng.uniform(low, high))
+            if trio.current_time() >= until:
+                return
+            await self.inject(self.rng.choice(self.config.faults))
+
+    def _running(self) -> list[int]:
+        return sorted(b for b in self.cluster.brokers if b not in self.down)
+
+    async def inject(self, kind: str) -> None:
+        cluster, rng, network = self.cluster, self.rng, self.cluster.network
+        running = self._running()
+        if kind in ("kill", "controlled_shutdown") and len(running) > 1:
+            victim = rng.choice(running)
+            self.down.add(victim)
+            if kind == "kill":
+                power_loss = rng.random() < 0.3
+                self.log(f"kill broker {victim} (power loss: {power_loss})")
+                await cluster.kill_broker(victim, power_loss=power_loss, torn_tail=power_loss)
+            else:
+                self.log(f"controlled shutdown of broker {victim}")
+                await cluster.stop_broker(victim)
+        elif kind == "restart" and self.down:
+            broker_id = rng.choice(sorted(self.down))
+            self.log(f"restart broker {broker_id}")
+            await cluster.start_broker(broker_id)
+            self.down.discard(broker_id)
+        elif kind == "partition" and len(running) > 1:
+            a, b = rng.sample(running, 2)
+            self.log(f"partition {a} | {b}")
+            network.partition(broker_node(a), broker_node(b))
+        elif kind == "block" and len(running) > 1:
+            a, b = rng.sample(running, 2)
+            self.log(f"block {a} -> {b}")
+            network.block(broker_node(a), broker_node(b))
+        elif kind == "isolate_controller":
+            controller = cluster.controller_id()
+            if controller is not None:
+                self.log(f"isolate controller {controller}")
+                network.isolate(broker_node(controller))
+        elif kind == "expire_session" and running:
+            victim = rng.choice(running)
+            self.log(f"expire the session of broker {victim}")
+            await cluster.expire_session(victim)
+        elif kind == "pause" and running:
+            victim = rng.choice(running)
+            length = rng.uniform(1.0, self.config.session_timeout_ms / 1000 * 2)
+            self.log(f"pause broker {victim} for {length:.2f}s")
+            await self._pause(victim, length)
+        elif kind == "lossy_network":
+            drop, delay = rng.uniform(0.0, 0.02), rng.uniform(0.0, 0.2)
+            self.log(f"lossy network: drop {drop:.3f}, delay {delay:.3f}")
+            network.set_drop_rate(drop)
+            network.set_delay(delay)
+        elif kind == "heal":
+            self.log("heal the network")
+            self.heal_network()
+
+    async def _pause(self, broker_id: int, length: float) -> None:
+        """A long GC pause: nothing gets in or out (messages are held, not lost) while its
+        clock runs on; then everything held arrives at once."""
+        self.cluster.network.isolate(broker_node(broker_id))
+        await trio.sleep(length)
+        self.cluster.network.rejoin(broker_node(broker_id))
+        self.log(f"broker {broker_id} resumes")
+
+    def heal_network(self) -> None:
+        network = self.cluster.network
+        network.heal()
+        network.set_drop_rate(0.0)
+        network.set_delay(0.0)
+
+    # -- invariants --------------------------------------------------------------------------
+
+    async def watch_invariants(self) -> None:
+        while True:
+            self.checker.check(self.cluster)
+            await trio.sleep(self.config.step_seconds)
+
+    # -- workload ----------------------------------------------------------------------------
+
+    async def produce(self, index: int, until: float) -> None:
+        name = f"producer-{index}"
+        acks = _ACKS[self.config.acks]
+        async with self.cluster.producer(
+            acks=self.config.acks,
+            enable_idempotence=self.config.idempotent,
+            delivery_timeout_ms=20_000,
+            request_timeout_ms=5_000,
+            max_block_ms=20_000,
+        ) as producer:
+            sequence = 0
+            while trio.current_time() < until:
+                partition = self.rng.randrange(self.config.partitions)
+                value = f"{name}-{sequence}".encode()
+                sequence += 1
+                start = trio.current_time()
+                outcome, offset, error = Outcome.INDETERMINATE, -1, None
+                try:
+                    with trio.move_on_after(30.0):
+                        meta = await producer.send(TOPIC, value, partition=partition)
+                        outcome, offset = Outcome.OK, meta.offset
+                except errors.KafkaError as failure:
+                    # With retries, an earlier attempt may have been written: indeterminate.
+                    error = f"{type(failure).__name__}: {failure}"
+                self.ops.append(
+                    ProduceOp(
+                        name,
+                        TopicPartition(TOPIC, partition),
+                        value,
+                        acks,
+                        self.config.idempotent,
+                        outcome,
+                        offset,
+                        error,
+                        start,
+                        trio.current_time(),
+                    )
+                )
+                self.log(
+                    f"{name} send {value.decode()} -> p{partition}: {outcome.value} "
+                    f"{offset if outcome is Outcome.OK else error}"
+                )
+                await trio.sleep(self.rng.uniform(0.0, 0.5))
+
+    # -- the end: heal, settle, read everything --------------------------------------------------
+
+    async def settle(self) -> None:
+        self.heal_network()
+        for broker_id in sorted(self.down):
+            self.log(f"restart broker {broker_id} (settling)")
+            await self.cluster.start_broker(broker_id)
+        self.down.clear()
+        with trio.fail_after(self.config.settle_seconds):
+            # Convergence is a property of many brokers' state, no one event: poll it.
+            while not self._converged():  # noqa: ASYNC110
+                await trio.sleep(0.5)
+        self.log("converged")
+
+    def _converged(self) -> bool:
+        """Every partition led, and every replica holding the leader's log, all committed."""
+        for partition in range(self.config.partitions):
+            tp = TopicPartition(TOPIC, partition)
+            views = []
+            leaders = []
+            for broker_id in sorted(self.cluster.brokers):
+                manager = self.cluster.brokers[broker_id].replica_manager
+                replica = manager.partition(tp) if manager else None
+                if replica is None:
+                    return False
+                views.append((replica.log_end_offset, replica.high_watermark, replica.leader_epoch))
+                if replica.is_leader:
+                    leaders.append(replica)
+            if len(leaders) != 1 or len(set(views)) != 1:
+                return False
+            leader = leaders[0]
+            if leader.high_watermark != leader.log_end_offset:
+                return False
+            if len(leader.isr) != len(leader.replicas):
+                return False
+        return True
+
+    async def read_everything(self) -> dict[TopicPartition, list[tuple[int, bytes]]]:
+        reads: dict[TopicPartition, list[tuple[int, bytes]]] = {}
+        for partition in range(self.config.partitions):
+            tp = TopicPartition(TOPIC, partition)
+            leader = next(
+                b
+                for b in self.cluster.brokers.values()
+                if (p := b.replica_manager.partition(tp)) is not None and p.is_leader
+            )
+            replica = leader.replica_manager.partition(tp)
+            log = replica.log
+            batches = log.read(log.log_start_offset, 1 << 30, replica.high_watermark)
+            reads[tp] = [(r.offset, r.value) for r in iter_batch_records(batches)]
+            # The same records through a consumer, as a user would read them.
+            async with self.cluster.consumer() as consumer:
+                consumer.assign([tp])
+                consumer.seek_to_beginning()
+                seen: list[tuple[int, bytes]] = []
+                with trio.fail_after(60):
+                    while len(seen) < len(reads[tp]):
+                        seen += [(r.offset, r.value) for r in await consumer.poll(timeout=1.0)]
+            if seen != reads[tp]:
+                raise InvariantViolation(
+                    f"{tp}: a consumer read {len(seen)} records that "
+                    f"differ from the leader's committed log"
+                )
+        return reads
+
+
+def _durable(config: SimConfig) -> Callable[[ProduceOp], bool]:
+    def durable(op: ProduceOp) -> bool:
+        return config.durable and op.acks == -1
+
+    return durable
+
+
+async def run_simulation(config: SimConfig) -> SimResult:
+    rng = random.Random(config.seed)
+    broker_config = {
+        "zookeeper.session.timeout.ms": config.session_timeout_ms,
+        "replica.lag.time.max.ms": config.replica_lag_time_max_ms,
+        "controlled.shutdown.retry.backoff.ms": 500,
+    }
+    violation = None
+    result_check = None
+    trace: list[str] = []
+    ops: list[ProduceOp] = []
+    async with open_cluster(
+        config.brokers, seed=config.seed, network="sim", logs="memory", broker_config=broker_config
+    ) as cluster:
+        sim = _Simulation(config, cluster, random.Random(rng.getrandbits(64)))
+        trace, ops = sim.trace, sim.ops
+        try:
+            await cluster.wait_for_controller(timeout=60)
+            async with cluster.admin() as admin:
+                await admin.create_topic(
+                    TOPIC,
+                    partitions=config.partitions,
+                    replication_factor=config.replication_factor,
+                    config={
+                        "min.insync.replicas": str(config.min_insync_replicas),
+                        "unclean.leader.election.enable": str(
+                            config.unclean_leader_election
+                        ).lower(),
+                    },
+                )
+            sim.log(f"topic {TOPIC} created")
+            until = trio.current_time() + config.chaos_seconds
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sim.watch_invariants)
+                async with trio.open_nursery() as work:
+                    work.start_soon(sim.faults, until)
+                    for index in range(config.producers):
+                        work.start_soon(sim.produce, index, until)
+                await sim.settle()
+                sim.checker.check(cluster)
+                nursery.cancel_scope.cancel()
+            reads = await sim.read_everything()
+            result_check = check(ops, reads, durable=_durable(config))
+        except InvariantViolation as error:
+            violation = str(error)
+            sim.log(f"INVARIANT VIOLATED: {error}")
+        except trio.TooSlowError:
+            violation = "the cluster did not converge after healing"
+            sim.log(violation)
+    return SimResult(config, tuple(ops), result_check, violation, tuple(trace))
+
+
+def simulate(config: SimConfig) -> SimResult:
+    """Runs one seeded simulation to completion in its own `trio.run` (virtual time, pinned
+    scheduler)."""
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    with pinned_scheduler(config.seed):
+        return trio.run(run_simulation, config, clock=clock)

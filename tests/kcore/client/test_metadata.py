@@ -1,0 +1,61 @@
+"""Building the client's cluster view from MetadataResponse."""
+
+from kcore.client._metadata import Cluster
+from kcore.common import TopicPartition
+from kcore.protocol.data import MetadataBroker, MetadataPartition, MetadataResponse, MetadataTopic
+
+
+def response(topics, brokers=(1, 2)):
+    return MetadataResponse(
+        tuple(MetadataBroker(b, f"broker-{b}", 9092) for b in brokers), 2, tuple(topics), "c1"
+    )
+
+
+def test_cluster_from_response():
+    cluster, topic_errors = Cluster.from_response(
+        response(
+            [
+                MetadataTopic(
+                    "t",
+                    0,
+                    (
+                        MetadataPartition(1, 5, -1, 3, (1, 2), (1,), (2,)),
+                        MetadataPartition(0, 0, 2, 7, (2, 1), (2, 1)),
+                    ),
+                    "id-t",
+                ),
+                MetadataTopic("gone", 3),
+            ]
+        )
+    )
+    assert topic_errors == {"gone": 3}
+    assert cluster.controller_id == 2 and cluster.cluster_id == "c1"
+    assert cluster.address_of(1) == ("broker-1", 9092)
+    topic = cluster.topic("t")
+    assert [p.partition for p in topic.partitions] == [0, 1]  # sorted
+    assert cluster.leader_for(TopicPartition("t", 0)) == 2
+    assert cluster.leader_epoch(TopicPartition("t", 0)) == 7
+    assert cluster.leader_for(TopicPartition("t", 1)) is None
+    assert topic.partitions[1].offline_replicas == (2,)
+    assert topic.available_partitions() == (0,)
+    assert cluster.leader_for(TopicPartition("t", 2)) is None
+    assert cluster.topic("gone") is None
+
+
+def test_leader_not_in_brokers_counts_as_none():
+    cluster, _ = Cluster.from_response(
+        response([MetadataTopic("t", 0, (MetadataPartition(0, 0, 9, 1, (9,), (9,)),))])
+    )
+    assert cluster.leader_for(TopicPartition("t", 0)) is None
+
+
+def test_merge_keeps_topics_not_asked_about():
+    old, _ = Cluster.from_response(
+        response([MetadataTopic("a", 0, (MetadataPartition(0, 0, 1, 0, (1,), (1,)),))])
+    )
+    newer, _ = Cluster.from_response(
+        response([MetadataTopic("b", 0, (MetadataPartition(0, 0, 2, 0, (2,), (2,)),))])
+    )
+    assert sorted(old.merged(newer, ["b"]).topics) == ["a", "b"]
+    assert sorted(old.merged(newer, ["a", "b"]).topics) == ["b"]  # "a" was asked: gone
+    assert sorted(old.merged(newer, None).topics) == ["b"]
