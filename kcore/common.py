@@ -7,6 +7,9 @@ import attrs
 NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
 INITIAL_LEADER_EPOCH = 0
 INITIAL_PARTITION_EPOCH = 0  # the state znode's version right after creation
+NO_EPOCH = -1  # Kafka's LeaderAndIsr.NoEpoch
+LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete: the topic is going away
+EPOCH_DURING_DELETE = -2  # Kafka's LeaderAndIsr.EpochDuringDelete: StopReplica while deleting
 
 
 @attrs.frozen(order=True)

@@ -305,6 +305,15 @@ class KafkaZkClient:
             expected_epoch_zk_version,
         )
 
+    async def get_topic_config(self, topic: str) -> dict[str, str]:
+        """The topic's overrides from /config/topics/T ({} when it has none)."""
+        path = zkdata.config_path("topics", topic)
+        try:
+            data, _ = await self.zk.get(path)
+        except zkstub.NoNodeError:
+            return {}
+        return zkdata.decode_config(path, data)
+
     async def get_partition_state(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
         try:
             data, stat = await self.zk.get(zkdata.partition_state_path(tp))

@@ -8,7 +8,14 @@ from collections.abc import Iterable
 
 import attrs
 
-from kcore.common import Broker, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from kcore.common import (
+    NO_LEADER,
+    Broker,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+    TopicPartition,
+)
+from kcore.states import PartitionState, ReplicaState
 from kcore.zk_client import INITIAL_CONTROLLER_EPOCH, INITIAL_CONTROLLER_EPOCH_ZK_VERSION
 
 
@@ -25,6 +32,10 @@ class ControllerContext:
         factory=dict
     )
     topics_to_be_deleted: set[str] = attrs.field(factory=set)
+    topics_ineligible_for_deletion: set[str] = attrs.field(factory=set)
+    # The state machines' states (Kafka keeps them in the context too).
+    partition_states: dict[TopicPartition, PartitionState] = attrs.field(factory=dict)
+    replica_states: dict[tuple[TopicPartition, int], ReplicaState] = attrs.field(factory=dict)
 
     # -- brokers --------------------------------------------------------------------------
 
@@ -65,9 +76,14 @@ class ControllerContext:
     def remove_topic(self, topic: str) -> None:
         self.all_topics.discard(topic)
         self.topic_ids.pop(topic, None)
-        for partition in self.partition_assignments.pop(topic, {}):
-            self.partition_leadership.pop(TopicPartition(topic, partition), None)
+        for partition, assignment in self.partition_assignments.pop(topic, {}).items():
+            tp = TopicPartition(topic, partition)
+            self.partition_leadership.pop(tp, None)
+            self.partition_states.pop(tp, None)
+            for replica in assignment.replicas:
+                self.replica_states.pop((tp, replica), None)
         self.topics_to_be_deleted.discard(topic)
+        self.topics_ineligible_for_deletion.discard(topic)
 
     def assignment(self, tp: TopicPartition) -> ReplicaAssignment:
         return self.partition_assignments.get(tp.topic, {}).get(tp.partition, ReplicaAssignment(()))
@@ -94,6 +110,46 @@ class ControllerContext:
             for tp, state in self.partition_leadership.items()
             if state.leader_and_isr.leader == broker_id
         )
+
+    def partition_state(self, tp: TopicPartition) -> PartitionState:
+        return self.partition_states.get(tp, PartitionState.NON_EXISTENT_PARTITION)
+
+    def replica_state(self, tp: TopicPartition, replica: int) -> ReplicaState:
+        return self.replica_states.get((tp, replica), ReplicaState.NON_EXISTENT_REPLICA)
+
+    def replicas_on_brokers(self, broker_ids: Iterable[int]) -> list[tuple[TopicPartition, int]]:
+        """(partition, replica) for every replica the given brokers host."""
+        wanted = set(broker_ids)
+        return [
+            (tp, replica)
+            for tp in self.all_partitions()
+            for replica in self.replicas(tp)
+            if replica in wanted
+        ]
+
+    def replicas_for_partitions(
+        self, partitions: Iterable[TopicPartition]
+    ) -> list[tuple[TopicPartition, int]]:
+        return [(tp, replica) for tp in partitions for replica in self.replicas(tp)]
+
+    def partitions_with_offline_leader(self) -> list[TopicPartition]:
+        """Partitions whose leader is not a live broker (or that have none), not being
+        deleted (Kafka's partitionsWithOfflineLeader)."""
+        return sorted(
+            tp
+            for tp, state in self.partition_leadership.items()
+            if tp.topic not in self.topics_to_be_deleted
+            and (
+                state.leader_and_isr.leader == NO_LEADER
+                or not self.is_replica_online(state.leader_and_isr.leader)
+            )
+        )
+
+    def partitions_in_states(self, *states: PartitionState) -> list[TopicPartition]:
+        return sorted(tp for tp, state in self.partition_states.items() if state in states)
+
+    def is_topic_queued_for_deletion(self, topic: str) -> bool:
+        return topic in self.topics_to_be_deleted
 
     def is_replica_online(self, broker_id: int, include_shutting_down: bool = False) -> bool:
         if include_shutting_down:

@@ -21,19 +21,20 @@ import trio
 import transport
 import zkstub
 from actors import EventManager, EventPreemptedError, MetricsRegistry, metric_name
-from kcore import zkdata
+from kcore import errors, zkdata
 from kcore.common import Broker, TopicPartition
+from kcore.config import InvalidTopicConfigError, KafkaConfig, TopicConfig
 from kcore.controller import events as ev
 from kcore.controller.broker_change import classify_broker_change
 from kcore.controller.channel import ControllerChannelManager
 from kcore.controller.context import ControllerContext
 from kcore.controller.controller_state import ControllerState
-from kcore.protocol.api_keys import ApiKey
-from kcore.protocol.control import (
-    UpdateMetadataBroker,
-    UpdateMetadataPartitionState,
-    UpdateMetadataRequest,
-)
+from kcore.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
+from kcore.controller.replica_state_machine import ReplicaStateMachine
+from kcore.controller.request_batch import ControllerBrokerRequestBatch
+from kcore.controller.topic_deletion import TopicDeletionManager
+from kcore.protocol.control import StopReplicaResponse
+from kcore.states import PartitionState, ReplicaState
 from kcore.zk_client import ControllerMovedError, KafkaZkClient
 
 logger = logging.getLogger("kcore.controller")
@@ -52,12 +53,18 @@ class KafkaController:
     request_timeout: float = 30.0
     # Called with the new broker epoch each time this broker (re-)registers.
     on_broker_epoch: Callable[[int], None] = lambda epoch: None
+    # The broker's config: unclean election and topic deletion defaults (Kafka's if None).
+    config: KafkaConfig | None = None
 
     active_controller_id: int = attrs.field(default=-1, init=False)
     broker_epoch: int = attrs.field(default=-1, init=False)
     context: ControllerContext = attrs.field(factory=ControllerContext, init=False)
     event_manager: EventManager = attrs.field(init=False)
     channel: ControllerChannelManager = attrs.field(init=False)
+    batch: ControllerBrokerRequestBatch = attrs.field(init=False)
+    partition_state_machine: PartitionStateMachine = attrs.field(init=False)
+    replica_state_machine: ReplicaStateMachine = attrs.field(init=False)
+    topic_deletion: TopicDeletionManager = attrs.field(init=False)
     # Watches are one-shot and cannot be removed: a resigned controller ignores the ones
     # still armed by bumping this generation.
     _watch_generation: int = attrs.field(default=0, init=False)
@@ -74,6 +81,30 @@ class KafkaController:
             self.metrics,
             request_timeout=self.request_timeout,
         )
+        self.batch = self._new_batch()
+        self.partition_state_machine = PartitionStateMachine(
+            self.context,
+            self.zk_client,
+            self._new_batch(),
+            self.metrics.counter(
+                metric_name(_GROUP, "ControllerStats", "UncleanLeaderElectionsPerSec")
+            ),
+            self._unclean_leader_election_enabled,
+        )
+        self.replica_state_machine = ReplicaStateMachine(
+            self.context,
+            self.zk_client,
+            self._new_batch(),
+            on_deletion_response=self._on_stop_replica_deletion_response,
+        )
+        self.topic_deletion = TopicDeletionManager(
+            self.context,
+            self.zk_client,
+            self.partition_state_machine,
+            self.replica_state_machine,
+            self.send_update_metadata,
+            delete_enabled=self.config.delete_topic_enable if self.config else True,
+        )
         self.metrics.gauge(
             metric_name(_GROUP, "KafkaController", "ActiveControllerCount"),
             lambda: 1 if self.is_active else 0,
@@ -89,6 +120,26 @@ class KafkaController:
         self.metrics.gauge(
             metric_name(_GROUP, "KafkaController", "GlobalPartitionCount"),
             lambda: len(self.context.all_partitions()) if self.is_active else 0,
+        )
+        self.metrics.gauge(
+            metric_name(_GROUP, "KafkaController", "OfflinePartitionsCount"),
+            lambda: self._offline_partition_count() if self.is_active else 0,
+        )
+
+    def _new_batch(self) -> ControllerBrokerRequestBatch:
+        return ControllerBrokerRequestBatch(
+            self.broker.id,
+            self.context,
+            self.channel.send,
+            on_leader_and_isr_response=self._on_leader_and_isr_response,
+        )
+
+    def _offline_partition_count(self) -> int:
+        return sum(
+            1
+            for tp, state in self.context.partition_states.items()
+            if state is PartitionState.OFFLINE_PARTITION
+            and not self.context.is_topic_queued_for_deletion(tp.topic)
         )
 
     @property
@@ -151,6 +202,20 @@ class KafkaController:
                     self._process_expire()
                 case ev.BrokerChange():
                     await self._process_broker_change()
+                case ev.TopicChange():
+                    await self._process_topic_change()
+                case ev.PartitionModifications(topic=topic):
+                    await self._process_partition_modifications(topic)
+                case ev.TopicDeletion():
+                    await self._process_topic_deletion()
+                case ev.TopicDeletionStopReplicaResponseReceived():
+                    await self._process_topic_deletion_stop_replica_response(event)
+                case ev.IsrChangeNotification():
+                    await self._process_isr_change_notification()
+                case ev.ControlledShutdown():
+                    await self._process_controlled_shutdown(event)
+                case ev.LeaderAndIsrResponseReceived():
+                    self._process_leader_and_isr_response(event)
                 case _:
                     await self._process_other(event)
         except ControllerMovedError as error:
@@ -161,7 +226,7 @@ class KafkaController:
         event.preempt()
 
     async def _process_other(self, event: ev.ControllerEvent) -> None:
-        """Events whose handling the later issues add (topics, ISR changes, ...)."""
+        """Events kcore does not act on yet (reassignment, preferred-replica election)."""
         logger.debug("Controller %d ignores %r", self.broker_id, event)
 
     # -- election -------------------------------------------------------------------------
@@ -262,13 +327,23 @@ class KafkaController:
     # -- failover and resignation ---------------------------------------------------------
 
     async def _on_controller_failover(self) -> None:
-        """Kafka's onControllerFailover: watches, context from ZooKeeper, metadata to every
-        broker. A ZooKeeper error on the way moves the controller away (as Kafka does)."""
+        """Kafka's onControllerFailover: watches, context from ZooKeeper, the live brokers
+        to every broker, then the replica and partition state machines (which elect leaders
+        for offline partitions and tell every replica its state), then pending deletions.
+        A ZooKeeper error on the way moves the controller away (as Kafka does)."""
         self._watch_generation += 1
         try:
             await self._register_failover_watches()
+            await self._delete_isr_change_notifications()
             await self._initialize_context()
+            await self.topic_deletion.init(
+                await self.zk_client.zk.get_children(zkdata.DELETE_TOPICS)
+            )
             self.send_update_metadata(sorted(self.context.live_or_shutting_down_broker_ids), [])
+            await self.replica_state_machine.startup()
+            await self.partition_state_machine.startup()
+            logger.info("Ready to serve as the new controller with epoch %d", self.epoch)
+            await self.topic_deletion.resume()
         except ControllerMovedError:
             raise
         except zkstub.ZkError as error:
@@ -301,31 +376,46 @@ class KafkaController:
     def _broker_change_watch(self) -> Callable[[Any], None]:
         return self._watch(ev.BrokerChange)
 
+    def _partition_modifications_watch(self, topic: str) -> Callable[[Any], None]:
+        return self._watch(lambda: ev.PartitionModifications(topic))
+
     async def _initialize_context(self) -> None:
         brokers = await self.zk_client.get_all_brokers(watch=self._broker_change_watch())
         self.context.add_live_brokers(brokers.values())
         for topic in sorted(await self.zk_client.get_all_topics()):
-            found = await self.zk_client.get_replica_assignment(
-                topic, watch=self._watch(lambda t=topic: ev.PartitionModifications(t))
-            )
-            if found is None:
-                continue
-            topic_id, assignment = found
-            self.context.set_topic_assignment(topic, topic_id, assignment)
-            for partition in sorted(assignment):
-                tp = TopicPartition(topic, partition)
-                state = await self.zk_client.get_partition_state(tp)
-                if state is not None:
-                    self.context.partition_leadership[tp] = state
+            await self._read_topic(topic)
         for broker in sorted(brokers.values(), key=lambda b: b.id):
             self.channel.add_broker(broker)
         logger.info("Initialized broker epochs cache: %s", self.context.live_broker_epochs())
+
+    async def _read_topic(self, topic: str) -> list[TopicPartition]:
+        """Reads a topic's assignment (watching it) and its partitions' states into the
+        context; returns its partitions."""
+        found = await self.zk_client.get_replica_assignment(
+            topic, watch=self._partition_modifications_watch(topic)
+        )
+        if found is None:
+            return []
+        topic_id, assignment = found
+        self.context.set_topic_assignment(topic, topic_id, assignment)
+        partitions = self.context.partitions_for_topic(topic)
+        for tp in partitions:
+            state = await self.zk_client.get_partition_state(tp)
+            if state is not None:
+                self.context.partition_leadership[tp] = state
+        return partitions
 
     def _on_controller_resignation(self) -> None:
         """Undoes failover: no watches act, no requests go out, the context is forgotten."""
         logger.info("Resigning")
         self._watch_generation += 1
         self.channel.shutdown()
+        for batch in (
+            self.batch,
+            self.partition_state_machine.batch,
+            self.replica_state_machine.batch,
+        ):
+            batch.clear()
         self.context.reset()
 
     # -- brokers --------------------------------------------------------------------------
@@ -353,67 +443,280 @@ class KafkaController:
             self.channel.remove_broker(broker_id)
         if new_ids:
             self.context.add_live_brokers(current[b] for b in new_ids)
-            self.on_broker_startup(new_ids)
+            await self.on_broker_startup(new_ids)
         if bounced_ids:
             self.context.remove_live_brokers(bounced_ids)
-            self.on_broker_failure(bounced_ids)
+            await self.on_broker_failure(bounced_ids)
             self.context.add_live_brokers(current[b] for b in bounced_ids)
-            self.on_broker_startup(bounced_ids)
+            await self.on_broker_startup(bounced_ids)
         if dead_ids:
             self.context.remove_live_brokers(dead_ids)
-            self.on_broker_failure(dead_ids)
+            await self.on_broker_failure(dead_ids)
         if change.changed:
             logger.info("Updated broker epochs cache: %s", self.context.live_broker_epochs())
 
-    def on_broker_startup(self, broker_ids: list[int]) -> None:
-        """Existing brokers learn of the new ones; new ones get every partition's metadata."""
+    async def on_broker_startup(self, broker_ids: list[int]) -> None:
+        """Kafka's onBrokerStartup: the others learn of the new brokers; the new ones get
+        every partition's metadata and the state of each replica they host; partitions
+        without a leader get one if a new broker can lead them."""
+        logger.info("New broker startup callback for %s", broker_ids)
         existing = sorted(self.context.live_or_shutting_down_broker_ids - set(broker_ids))
         self.send_update_metadata(existing, [])
-        self.send_update_metadata(broker_ids, self.context.all_partitions())
+        self.send_update_metadata(broker_ids, sorted(self.context.partition_leadership))
+        replicas = self.context.replicas_on_brokers(broker_ids)
+        await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE_REPLICA)
+        await self.partition_state_machine.trigger_online_partition_state_change()
+        await self.topic_deletion.resume_for_topics({tp.topic for tp, _ in replicas})
 
-    def on_broker_failure(self, broker_ids: list[int]) -> None:
-        self.send_update_metadata(sorted(self.context.live_or_shutting_down_broker_ids), [])
+    async def on_broker_failure(self, broker_ids: list[int]) -> None:
+        """Kafka's onBrokerFailure: the dead brokers' replicas go offline."""
+        logger.info("Broker failure callback for %s", broker_ids)
+        await self._on_replicas_become_offline(self.context.replicas_on_brokers(broker_ids))
+
+    async def _on_replicas_become_offline(self, replicas: list[tuple[TopicPartition, int]]) -> None:
+        """Partitions led by them go offline and are re-elected; the replicas leave the
+        ISRs; brokers hear of the change even when nothing else had to change."""
+        for_deletion = [(tp, r) for tp, r in replicas if self._queued_for_deletion(tp)]
+        not_for_deletion = [(tp, r) for tp, r in replicas if not self._queued_for_deletion(tp)]
+        psm = self.partition_state_machine
+        await psm.handle_state_changes(
+            self.context.partitions_with_offline_leader(), PartitionState.OFFLINE_PARTITION
+        )
+        elected = await psm.trigger_online_partition_state_change()
+        await self.replica_state_machine.handle_state_changes(
+            not_for_deletion, ReplicaState.OFFLINE_REPLICA
+        )
+        if for_deletion:
+            self.context.topics_ineligible_for_deletion |= {tp.topic for tp, _ in for_deletion}
+            await self.replica_state_machine.handle_state_changes(
+                [
+                    (tp, r)
+                    for tp, r in for_deletion
+                    if self.context.replica_state(tp, r) is ReplicaState.REPLICA_DELETION_STARTED
+                ],
+                ReplicaState.REPLICA_DELETION_INELIGIBLE,
+            )
+        if not not_for_deletion and all(isinstance(o, Exception) for o in elected.values()):
+            self.send_update_metadata(sorted(self.context.live_or_shutting_down_broker_ids), [])
+
+    def _queued_for_deletion(self, tp: TopicPartition) -> bool:
+        return self.context.is_topic_queued_for_deletion(tp.topic)
+
+    # -- topics ---------------------------------------------------------------------------
+
+    async def _process_topic_change(self) -> None:
+        if not self.is_active:
+            return
+        topics = set(await self.zk_client.get_all_topics(watch=self._watch(ev.TopicChange)))
+        new_topics = topics - self.context.all_topics
+        deleted_topics = self.context.all_topics - topics
+        for topic in sorted(deleted_topics):
+            self.context.remove_topic(topic)
+        new_partitions = []
+        for topic in sorted(new_topics):
+            new_partitions += await self._read_topic(topic)
+        logger.info("New topics: %s, deleted topics: %s", sorted(new_topics),
+                    sorted(deleted_topics))  # fmt: skip
+        if new_partitions:
+            await self._on_new_partition_creation(new_partitions)
+
+    async def _process_partition_modifications(self, topic: str) -> None:
+        """Partitions added to an existing topic (the admin rewrote its assignment)."""
+        if not self.is_active:
+            return
+        found = await self.zk_client.get_replica_assignment(
+            topic, watch=self._partition_modifications_watch(topic)
+        )
+        if found is None or topic not in self.context.all_topics:
+            return
+        topic_id, assignment = found
+        known = self.context.partition_assignments.get(topic, {})
+        added = {p: a for p, a in assignment.items() if p not in known}
+        if not added:
+            return
+        if self.context.is_topic_queued_for_deletion(topic):
+            logger.info("Skipping adding partitions %s to topic %s: it is being deleted",
+                        sorted(added), topic)  # fmt: skip
+            return
+        self.context.set_topic_assignment(topic, topic_id, known | added)
+        logger.info("New partitions to be added %s", sorted(added))
+        await self._on_new_partition_creation([TopicPartition(topic, p) for p in sorted(added)])
+
+    async def _on_new_partition_creation(self, partitions: list[TopicPartition]) -> None:
+        """Kafka's onNewPartitionCreation: New, then Online (leader = first live replica,
+        ISR = the live replicas), and every replica is told."""
+        logger.info("New partition creation callback for %s", [str(tp) for tp in partitions])
+        psm, rsm = self.partition_state_machine, self.replica_state_machine
+        replicas = self.context.replicas_for_partitions(partitions)
+        await psm.handle_state_changes(partitions, PartitionState.NEW_PARTITION)
+        await rsm.handle_state_changes(replicas, ReplicaState.NEW_REPLICA)
+        await psm.handle_state_changes(
+            partitions, PartitionState.ONLINE_PARTITION, ElectionStrategy.OFFLINE
+        )
+        await rsm.handle_state_changes(replicas, ReplicaState.ONLINE_REPLICA)
+
+    async def _process_topic_deletion(self) -> None:
+        if not self.is_active:
+            return
+        marked = await self.zk_client.zk.get_children(
+            zkdata.DELETE_TOPICS, watch=self._watch(ev.TopicDeletion)
+        )
+        if marked:
+            logger.info("Starting topic deletion for topics %s", sorted(marked))
+        await self.topic_deletion.enqueue(marked)
+
+    def _on_stop_replica_deletion_response(
+        self, broker_id: int, error_code: int, body: Any
+    ) -> None:
+        """Called by the channel (not on the event task): hand the answer to the task."""
+        failed: tuple[TopicPartition, ...] = ()
+        if isinstance(body, StopReplicaResponse):
+            error_code = error_code or body.error_code
+            failed = tuple(
+                TopicPartition(e.topic, e.partition) for e in body.partition_errors if e.error_code
+            )
+        self.event_manager.put(
+            ev.TopicDeletionStopReplicaResponseReceived(broker_id, error_code, failed)
+        )
+
+    async def _process_topic_deletion_stop_replica_response(
+        self, event: ev.TopicDeletionStopReplicaResponseReceived
+    ) -> None:
+        if not self.is_active:
+            return
+        await self.topic_deletion.on_stop_replica_response(
+            event.broker_id, event.error_code, event.failed_partitions
+        )
+
+    async def _unclean_leader_election_enabled(self, topic: str) -> bool:
+        """The topic's unclean.leader.election.enable, read from ZooKeeper at election
+        time (an override changed a moment ago counts), else the broker default."""
+        overrides = await self.zk_client.get_topic_config(topic)
+        try:
+            return TopicConfig.from_dict(overrides, self.config).unclean_leader_election_enable
+        except InvalidTopicConfigError as error:
+            logger.error("Ignoring the invalid config of topic %s: %s", topic, error)
+            return TopicConfig.from_dict({}, self.config).unclean_leader_election_enable
+
+    # -- ISR changes ----------------------------------------------------------------------
+
+    async def _process_isr_change_notification(self) -> None:
+        """Leaders changed ISRs: re-read those partitions' states and tell every broker,
+        then delete the notifications (fenced: only the active controller consumes them)."""
+        if not self.is_active:
+            return
+        names = await self.zk_client.get_isr_change_notifications(
+            watch=self._watch(ev.IsrChangeNotification)
+        )
+        try:
+            partitions = await self.zk_client.read_isr_change_notifications(names)
+            known = sorted(tp for tp in partitions if tp.topic in self.context.all_topics)
+            for tp in known:
+                state = await self.zk_client.get_partition_state(tp)
+                if state is not None:
+                    self.context.partition_leadership[tp] = state
+            if known:
+                self.send_update_metadata(
+                    sorted(self.context.live_or_shutting_down_broker_ids), known
+                )
+        finally:
+            await self.zk_client.delete_isr_change_notifications(
+                names, self.context.epoch_zk_version
+            )
+
+    async def _delete_isr_change_notifications(self) -> None:
+        names = await self.zk_client.get_isr_change_notifications()
+        await self.zk_client.delete_isr_change_notifications(names, self.context.epoch_zk_version)
+
+    # -- controlled shutdown --------------------------------------------------------------
+
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> tuple[int, tuple[TopicPartition, ...]]:
+        """A broker asks to shut down: leadership moves off it and it leaves the ISRs.
+        Returns (error code, partitions it still leads); the broker retries until none."""
+        done = trio.Event()
+        answer: list[tuple[int, tuple[TopicPartition, ...]]] = []
+
+        def callback(code: int, remaining: Any) -> None:
+            answer.append((code, tuple(remaining)))
+            done.set()
+
+        self.event_manager.put(ev.ControlledShutdown(broker_id, broker_epoch, callback))
+        await done.wait()
+        return answer[0]
+
+    async def _process_controlled_shutdown(self, event: ev.ControlledShutdown) -> None:
+        try:
+            remaining = await self._do_controlled_shutdown(event.broker_id, event.broker_epoch)
+        except errors.KafkaError as error:
+            logger.info("Controlled shutdown of broker %d refused: %s", event.broker_id, error)
+            event.callback(error.code, ())
+            return
+        except BaseException:
+            event.callback(errors.UnknownServerError.code, ())
+            raise
+        event.callback(0, tuple(remaining))
+
+    async def _do_controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> list[TopicPartition]:
+        """Kafka's doControlledShutdown."""
+        if not self.is_active:
+            raise errors.NotControllerError(
+                "Controller moved to another broker. Aborting controlled shutdown"
+            )
+        known = self.context.live_brokers.get(broker_id)
+        if known is not None and broker_epoch != -1 and broker_epoch < known.epoch:
+            raise errors.StaleBrokerEpochError(
+                f"Received controlled shutdown request from an old broker epoch {broker_epoch}"
+                f" for broker {broker_id}. Current broker epoch is {known.epoch}."
+            )
+        if known is None:
+            raise errors.BrokerNotAvailableError(f"Broker id {broker_id} does not exist.")
+        logger.info("Shutting down broker %d", broker_id)
+        self.context.shutting_down_broker_ids.add(broker_id)
+        to_act_on = [
+            tp
+            for tp in self.context.partitions_on_broker(broker_id)
+            if len(self.context.replicas(tp)) > 1
+            and tp in self.context.partition_leadership
+            and not self.context.is_topic_queued_for_deletion(tp.topic)
+        ]
+        led = [
+            t
+            for t in to_act_on
+            if self.context.partition_leadership[t].leader_and_isr.leader == broker_id
+        ]
+        followed = [tp for tp in to_act_on if tp not in led]
+        await self.partition_state_machine.handle_state_changes(
+            led, PartitionState.ONLINE_PARTITION, ElectionStrategy.CONTROLLED_SHUTDOWN
+        )
+        await self.replica_state_machine.handle_state_changes(
+            [(tp, broker_id) for tp in followed], ReplicaState.OFFLINE_REPLICA
+        )
+        return self.context.partitions_led_by(broker_id)
+
+    def _process_leader_and_isr_response(self, event: ev.LeaderAndIsrResponseReceived) -> None:
+        response = event.response
+        failed = [
+            f"{e.topic}-{e.partition}: {e.error_code}"
+            for e in getattr(response, "partition_errors", ())
+            if e.error_code
+        ]
+        if event.error_code or failed:
+            logger.debug("LeaderAndIsr to broker %d answered %d, partition errors %s",
+                         event.broker_id, event.error_code, failed)  # fmt: skip
+
+    def _on_leader_and_isr_response(self, broker_id: int, error_code: int, body: Any) -> None:
+        self.event_manager.put(ev.LeaderAndIsrResponseReceived(broker_id, error_code, body))
 
     # -- requests to brokers --------------------------------------------------------------
 
     def send_update_metadata(self, broker_ids: list[int], partitions: list[TopicPartition]) -> None:
-        """UpdateMetadata with the live brokers and the given partitions' states (every
-        partition when `partitions` is empty, as Kafka's full update after failover)."""
-        chosen = partitions or self.context.all_partitions()
-        states = tuple(self._update_metadata_state(tp) for tp in chosen)
-        request_states = tuple(s for s in states if s is not None)
-        live = tuple(
-            UpdateMetadataBroker.from_broker(self.context.live_brokers[b])
-            for b in sorted(self.context.live_or_shutting_down_broker_ids)
-        )
-        for broker_id in broker_ids:
-            broker = self.context.live_brokers.get(broker_id)
-            if broker is None:
-                continue
-            request = UpdateMetadataRequest(
-                self.broker_id,
-                self.context.epoch,
-                broker.epoch,
-                request_states,
-                live,
-                dict(self.context.topic_ids),
-            )
-            self.channel.send(broker_id, ApiKey.UPDATE_METADATA, request)
-
-    def _update_metadata_state(self, tp: TopicPartition) -> UpdateMetadataPartitionState | None:
-        state = self.context.partition_leadership.get(tp)
-        if state is None:
-            return None
-        replicas = self.context.replicas(tp)
-        leader_and_isr = state.leader_and_isr
-        return UpdateMetadataPartitionState(
-            tp.topic,
-            tp.partition,
-            state.controller_epoch,
-            leader_and_isr.leader,
-            leader_and_isr.leader_epoch,
-            leader_and_isr.isr,
-            leader_and_isr.partition_epoch,
-            replicas,
-            tuple(r for r in replicas if not self.context.is_replica_online(r, True)),
-        )
+        """UpdateMetadata to the brokers with the live brokers and the given partitions'
+        states (none: only who is alive and who is the controller), as Kafka's
+        sendUpdateMetadataRequest."""
+        self.batch.new_batch()
+        self.batch.add_update_metadata(broker_ids, partitions)
+        self.batch.send(self.epoch)

@@ -82,6 +82,16 @@ class TopicDeletion(ControllerEvent):
 
 
 @attrs.frozen
+class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
+    """A broker answered StopReplica(delete) for replicas of topics being deleted."""
+
+    broker_id: int
+    error_code: int
+    failed_partitions: tuple[Any, ...]
+    state = ControllerState.TOPIC_DELETION
+
+
+@attrs.frozen
 class IsrChangeNotification(ControllerEvent):
     state = ControllerState.ISR_CHANGE
 

@@ -41,12 +41,16 @@ class SegmentStore(Protocol):
 
 
 class FileStore:
-    """Plain blocking files; appends only at the end; fsync only in `flush`."""
+    """Plain blocking files; appends only at the end; fsync only in `flush`.
+
+    Unbuffered: each write reaches the operating system at once, which is what a crashed
+    process leaves behind. A Python-side buffer would instead be written whenever the
+    object is garbage-collected, possibly after a restarted broker truncated the file."""
 
     def __init__(self, directory: pathlib.Path, base_offset: int) -> None:
         self.log_path = directory / segment_file_name(base_offset, ".log")
         self.index_path = directory / segment_file_name(base_offset, ".index")
-        self._log = open(self.log_path, "a+b")
+        self._log = open(self.log_path, "a+b", buffering=0)
         self._index = None
 
     def size(self) -> int:
@@ -54,20 +58,24 @@ class FileStore:
 
     def read(self, position: int, size: int) -> bytes:
         self._log.seek(position)
-        return self._log.read(size)
+        chunks = []
+        while size > 0:
+            chunk = self._log.read(size)  # raw reads may return less than asked
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
 
     def append(self, data: bytes) -> None:
-        self._log.write(data)
+        _write_all(self._log, data)
 
     def truncate(self, size: int) -> None:
-        self._log.flush()
         self._log.truncate(size)
 
     def flush(self) -> None:
-        self._log.flush()
         os.fsync(self._log.fileno())
         if self._index is not None:
-            self._index.flush()
             os.fsync(self._index.fileno())
 
     def close(self) -> None:
@@ -85,15 +93,21 @@ class FileStore:
 
     def append_index(self, entry: bytes) -> None:
         if self._index is None:
-            self._index = open(self.index_path, "ab")
-        self._index.write(entry)
+            self._index = open(self.index_path, "ab", buffering=0)
+        _write_all(self._index, entry)
 
     def write_index(self, data: bytes) -> None:
         if self._index is not None:
             self._index.close()
-        self._index = open(self.index_path, "wb")
-        self._index.write(data)
-        self._index.flush()
+        self._index = open(self.index_path, "wb", buffering=0)
+        _write_all(self._index, data)
+
+
+def _write_all(file, data: bytes) -> None:
+    """Raw (unbuffered) writes may be partial."""
+    view = memoryview(data)
+    while view:
+        view = view[file.write(view) :]
 
 
 class MemoryStore:

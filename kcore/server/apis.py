@@ -261,7 +261,8 @@ class KafkaApis:
                 dict(topic.assignments),
                 dict(topic.configs),
             ),
-            live_brokers=sorted(self.metadata_cache.brokers),
+            # The controller's own view: fresher than the metadata cache it feeds.
+            live_brokers=sorted(broker.controller.context.live_broker_ids),
             existing_topics=existing,
             default_partitions=config.num_partitions,
             default_replication_factor=config.default_replication_factor,

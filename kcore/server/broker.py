@@ -139,9 +139,8 @@ class BrokerServer:
                 self.metrics,
                 request_timeout=self.config.controller_socket_timeout_ms / 1000,
                 on_broker_epoch=self._set_broker_epoch,
+                config=self.config,
             )
-            if hasattr(self.controller, "config"):
-                self.controller.config = self.config
             self.controller.broker_epoch = self.broker_epoch
             await nursery.start(self.controller.run)
             self.state = BrokerState.RUNNING

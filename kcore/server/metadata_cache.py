@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import attrs
 
-from kcore.common import Broker, TopicPartition
+from kcore.common import LEADER_DURING_DELETE, Broker, TopicPartition
 from kcore.protocol.control import UpdateMetadataPartitionState, UpdateMetadataRequest
-
-LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete: the topic is going away
 
 
 @attrs.define

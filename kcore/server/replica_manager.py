@@ -17,7 +17,7 @@ import trio
 import transport
 import zkstub
 from kcore import errors, zkdata
-from kcore.common import TopicPartition
+from kcore.common import EPOCH_DURING_DELETE, TopicPartition
 from kcore.config import InvalidTopicConfigError, TopicConfig
 from kcore.log import CorruptRecordError, split_batches, validate_batch
 from kcore.protocol.control import (
@@ -57,8 +57,6 @@ from kcore.server.partition import IsrProposal, Partition
 
 logger = logging.getLogger("kcore.server.replica_manager")
 state_change_logger = logging.getLogger("kcore.state.change")
-
-EPOCH_DURING_DELETE = -2  # StopReplica's leader epoch when the topic is being deleted
 
 
 def _now_ms() -> int:

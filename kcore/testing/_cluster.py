@@ -212,7 +212,8 @@ class EmbeddedCluster:
         return None if controller is None else self.brokers[controller].controller.epoch
 
     async def wait_for_controller(self, timeout: float = math.inf) -> int:
-        """Waits until ZooKeeper's /controller names a running broker that is active."""
+        """Waits until ZooKeeper's /controller names a running broker that is active and
+        knows every running broker (so a topic created next may use all of them)."""
         from kcore.zk_client import KafkaZkClient
 
         zk_client = KafkaZkClient(self.zk, self.clock)
@@ -220,7 +221,10 @@ class EmbeddedCluster:
             while True:
                 registered = await zk_client.get_controller_id()
                 if registered is not None and registered in self.active_controllers():
-                    return registered
+                    known = self.brokers[registered].controller.context.live_broker_ids
+                    running = {b.broker_id for b in self.brokers.values() if b.broker_epoch >= 0}
+                    if running <= known:
+                        return registered
                 await trio.sleep(0.01)
 
 

@@ -1,7 +1,7 @@
 """What a broker does with control requests before any replica work: epoch checks and the
 metadata cache."""
 
-from kcore.common import Broker, EndPoint, TopicPartition
+from kcore.common import LEADER_DURING_DELETE, Broker, EndPoint, TopicPartition
 from kcore.errors import StaleBrokerEpochError, StaleControllerEpochError
 from kcore.protocol.control import (
     UpdateMetadataBroker,
@@ -9,7 +9,7 @@ from kcore.protocol.control import (
     UpdateMetadataRequest,
 )
 from kcore.server.control_requests import control_request_error
-from kcore.server.metadata_cache import LEADER_DURING_DELETE, MetadataCache
+from kcore.server.metadata_cache import MetadataCache
 
 
 def _check(broker_epoch_in_request, controller_epoch_in_request):
