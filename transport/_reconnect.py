@@ -33,6 +33,9 @@ class RpcClient:
     already sent on a connection that dies fail with `ConnectionClosedError`: they are not
     retried here, as only the caller knows whether that is safe. `close_on_timeout`: see
     `RpcConnection` (with it, the next request after a timeout opens a new connection).
+    `fail_fast`: a request makes at most one connection attempt (after the backoff) and
+    raises `ConnectError` as soon as it fails, as Kafka's clients do: they would rather
+    refresh their metadata and find the partition's new leader than wait on a dead broker.
     """
 
     def __init__(
@@ -49,6 +52,7 @@ class RpcClient:
         on_push: PushCallback | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         close_on_timeout: bool = False,
+        fail_fast: bool = False,
     ) -> None:
         self.network = network
         self.address = address
@@ -59,6 +63,7 @@ class RpcClient:
         self._on_push = on_push
         self._max_frame_bytes = max_frame_bytes
         self._close_on_timeout = close_on_timeout
+        self._fail_fast = fail_fast
         self._connection: RpcConnection | None = None
         self._connecting = trio.Lock()
         self._failures = 0  # consecutive failed connection attempts
@@ -105,7 +110,13 @@ class RpcClient:
                         raise ConnectionClosedError(f"{self.client_id}: the client is closed")
                     if self.connected:
                         return self._connection  # type: ignore[return-value]
+                    failures = self._failures
                     await self._attempt(deadline)
+                    if self._fail_fast and self._failures > failures:
+                        raise ConnectError(
+                            f"could not connect to {self.address[0]}:{self.address[1]}: "
+                            f"{self._last_error}"
+                        ) from self._last_error
         host, port = self.address
         reason = self._last_error or "no attempt finished in time"
         raise ConnectError(
@@ -154,6 +165,7 @@ async def open_rpc_client(
     on_push: PushCallback | None = None,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     close_on_timeout: bool = False,
+    fail_fast: bool = False,
 ) -> AsyncIterator[RpcClient]:
     """A reconnecting RPC client; its connection (if any) is closed on exit."""
     async with trio.open_nursery() as nursery:
@@ -169,6 +181,7 @@ async def open_rpc_client(
             on_push=on_push,
             max_frame_bytes=max_frame_bytes,
             close_on_timeout=close_on_timeout,
+            fail_fast=fail_fast,
         )
         try:
             yield client

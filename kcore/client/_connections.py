@@ -66,6 +66,9 @@ class Connections:
                 # Kafka's clients close a connection whose request timed out: the responses
                 # queued behind it would only arrive late, if at all.
                 close_on_timeout=True,
+                # A broker that refuses connections is down: fail the request at once so
+                # the caller refreshes its metadata (Kafka's NetworkClient does the same).
+                fail_fast=True,
             )
             self._clients[address] = client
         return client

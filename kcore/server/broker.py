@@ -182,6 +182,8 @@ class BrokerServer:
         goes at once (a crash leaves it until the session expires)."""
         if self.state is BrokerState.RUNNING and self.config.controlled_shutdown_enable:
             self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
+            if self.replica_manager is not None:
+                self.replica_manager.begin_controlled_shutdown()
             await self._controlled_shutdown()
         self.state = BrokerState.SHUTTING_DOWN
         if self._serve_scope is not None:

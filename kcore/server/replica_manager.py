@@ -93,6 +93,7 @@ class ReplicaManager:
     _waiters: dict[TopicPartition, list[trio.Event]] = attrs.field(factory=dict, init=False)
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
     _shutting_down: bool = attrs.field(default=False, init=False)
+    _in_controlled_shutdown: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
         config = self.config
@@ -144,6 +145,14 @@ class ReplicaManager:
         self._shutting_down = True
         self.fetcher_manager.shutdown()
         self.log_manager.close(self.high_watermarks())
+
+    def begin_controlled_shutdown(self) -> None:
+        """From now on, partitions this broker is told to follow are not fetched. The
+        controller moves leadership off a shutting-down broker and takes it out of the
+        ISRs; if it kept fetching, the new leaders would add it straight back (Kafka 3.5's
+        controller refuses such an expansion in AlterPartition; here ISR changes are
+        written to ZooKeeper by the leaders, so the shutting-down broker refrains)."""
+        self._in_controlled_shutdown = True
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         found = dict(self._hw_checkpoints)
@@ -296,7 +305,7 @@ class ReplicaManager:
         changed = [tp for tp in sorted(states) if self.partitions[tp].make_follower(states[tp])]
         self.fetcher_manager.remove_fetcher_for_partitions(changed)
         self._notify_all(changed)  # answers purgatory waiters with NOT_LEADER_OR_FOLLOWER
-        if self._shutting_down:
+        if self._shutting_down or self._in_controlled_shutdown:
             return
         to_fetch: dict[TopicPartition, InitialFetchState] = {}
         for tp in changed:

@@ -98,6 +98,26 @@ async def test_reconnect_jitter_is_seeded(autojump_clock):
     assert await attempt_times(seed=2) != pytest.approx(first, abs=1e-9)
 
 
+async def test_fail_fast_makes_one_attempt_per_request_and_keeps_the_backoff(
+    autojump_clock, nursery
+):
+    network = RecordingNetwork(transport.SimNetwork(1, latency=(0.0, 0.0)))
+    client = transport.RpcClient(
+        network.node("a"), ("server", 9092), client_id="a", rng=random.Random(5),
+        nursery=nursery, fail_fast=True,
+    )  # fmt: skip
+    for _ in range(3):
+        with pytest.raises(ConnectError, match=r"could not connect to server:9092: .*refused"):
+            await client.request(1, "x", timeout=30)
+    # One attempt each, not 30 s of retries, and each after the previous one's backoff.
+    assert len(network.attempts) == 3
+    assert trio.current_time() < 1.0
+    assert network.attempts[2] - network.attempts[1] >= 0.8 * 0.1
+    await serve_rpc(nursery, network.inner, {1: echo})
+    assert await client.request(1, "up", timeout=30) == Response(0, "up")
+    await client.aclose()
+
+
 async def test_a_request_waits_for_the_server_within_its_timeout(autojump_clock, nursery):
     network = transport.SimNetwork(2)
     async with transport.open_rpc_client(
