@@ -17,6 +17,7 @@ from actors._metrics import (
     Timer,
     metric_name,
 )
+from actors._nursery import open_background_nursery
 from actors._supervisor import RestartIntensityError, Supervisor, open_supervisor
 
 __all__ = [
@@ -37,5 +38,6 @@ __all__ = [
     "Supervisor",
     "Timer",
     "metric_name",
+    "open_background_nursery",
     "open_supervisor",
 ]

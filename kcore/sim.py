@@ -14,6 +14,7 @@ import concurrent.futures
 import logging
 import sys
 import time
+import traceback
 
 from kcore.testing.sim import FAULTS, SimConfig, SimResult, simulate
 
@@ -33,7 +34,10 @@ def _config(seed: int, args: argparse.Namespace) -> SimConfig:
 
 
 def _run_one(seed: int, args: argparse.Namespace) -> tuple[int, bool, str]:
-    result = simulate(_config(seed, args))
+    try:
+        result = simulate(_config(seed, args))
+    except Exception:  # a crash of the harness or of kcore is a finding, not the end
+        return seed, False, f"seed {seed}: CRASHED\n{traceback.format_exc()}"
     text = result.report()
     if not result.ok:
         text += "\n" + "\n".join(result.trace)

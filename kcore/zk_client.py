@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
+import trio
 
 import zkstub
 from kcore import zkdata
@@ -44,9 +45,62 @@ class UpdateLeaderAndIsrResult:
     to_retry: list[TopicPartition]
 
 
+# Between attempts of a request that met a lost connection. The zkstub client itself waits
+# for its reconnection before sending; this only keeps an adapter that fails fast while
+# disconnected (kazoo) from spinning.
+CONNECTION_LOSS_RETRY_BACKOFF = 0.1
+
+
+@attrs.define
+class RetryUntilConnected:
+    """Kafka's `retryRequestsUntilConnected`: a lost connection is no answer, so a request
+    that met one is sent again once the session is back. An expired session, and every
+    other error, is an answer. A write may then be applied twice, which callers already
+    handle as Kafka's do: NodeExists from our own earlier create (`_checked_ephemeral_create`,
+    `_check_controller_and_epoch`), BadVersion from our own earlier update (a re-read)."""
+
+    zk: Any
+
+    async def _retry(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        call = getattr(self.zk, method)
+        while True:
+            try:
+                return await call(*args, **kwargs)
+            except zkstub.ConnectionLossError as error:
+                logger.debug("ZooKeeper %s met a lost connection (%s); retrying", method, error)
+                await trio.sleep(CONNECTION_LOSS_RETRY_BACKOFF)
+
+    async def create(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._retry("create", *args, **kwargs)
+
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._retry("get", *args, **kwargs)
+
+    async def set(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._retry("set", *args, **kwargs)
+
+    async def exists(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._retry("exists", *args, **kwargs)
+
+    async def get_children(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._retry("get_children", *args, **kwargs)
+
+    async def multi(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._retry("multi", *args, **kwargs)
+
+    async def delete(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._retry("delete", *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # Everything that is no request (session id, state, listeners, hooks) is the client's.
+        if name == "zk":
+            raise AttributeError(name)
+        return getattr(self.zk, name)
+
+
 @attrs.define
 class KafkaZkClient:
-    zk: Any  # a zkstub ZkClient (in-process, network, or the kazoo adapter)
+    zk: Any = attrs.field(converter=RetryUntilConnected)  # any zkstub ZkClient
     clock: Callable[[], float]  # wall clock (seconds) for the timestamps Kafka stamps
     # The session this client registered its ephemerals with (KAFKA-7165: an ephemeral
     # left by our own previous session is deleted and re-created).

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 import outcome
 import trio
 
+import actors
 from transport._codec import DEFAULT_MAX_FRAME_BYTES
 from transport._connection import Address, MessageConnection
 from transport._envelope import (
@@ -229,7 +230,7 @@ async def open_rpc_connection(
         max_frame_bytes=max_frame_bytes,
         close_on_timeout=close_on_timeout,
     )
-    async with trio.open_nursery() as nursery:
+    async with actors.open_background_nursery() as nursery:
         await nursery.start(rpc.run)
         try:
             yield rpc

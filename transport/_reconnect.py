@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 
 import trio
 
+import actors
 from transport._backoff import ExponentialBackoff
 from transport._client import PushCallback, RpcConnection
 from transport._codec import DEFAULT_MAX_FRAME_BYTES
@@ -168,7 +169,7 @@ async def open_rpc_client(
     fail_fast: bool = False,
 ) -> AsyncIterator[RpcClient]:
     """A reconnecting RPC client; its connection (if any) is closed on exit."""
-    async with trio.open_nursery() as nursery:
+    async with actors.open_background_nursery() as nursery:
         client = RpcClient(
             network,
             address,

@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 import trio
 
+import actors
 import transport
 from zkstub import _paths
 from zkstub import _protocol as proto
@@ -522,7 +523,7 @@ async def open_client(
         _paths.validate_path(chroot)
     client = ZkClientImpl(link, session_timeout, chroot, rng or random.Random(0))
     limit = session_timeout if connect_timeout is None else connect_timeout
-    async with trio.open_nursery() as nursery:
+    async with actors.open_background_nursery() as nursery:
         if isinstance(link, RpcLink):
             link.nursery = nursery
         with trio.move_on_after(limit) as waiting:

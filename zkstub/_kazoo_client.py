@@ -22,6 +22,7 @@ from kazoo.protocol.serialization import Connect, Create, SetData
 from kazoo.protocol.states import Callback, KazooState, ZnodeStat
 from kazoo.security import OPEN_ACL_UNSAFE
 
+import actors
 from zkstub._client_api import SessionHook, StateListener, Watcher
 from zkstub._errors import (
     ClosedError,
@@ -348,7 +349,7 @@ async def open_kazoo_client(
         raise ConnectionLossError(f"cannot connect to ZooKeeper at {hosts}: {error}") from error
     client._read_session()
     client._set_state(ClientState.CONNECTED)
-    async with trio.open_nursery() as nursery:
+    async with actors.open_background_nursery() as nursery:
         nursery.start_soon(client._follow_states, receive_states)
         try:
             yield client

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import trio
 
+import actors
 import transport
 from zkstub import _protocol as proto
 from zkstub._errors import BadArgumentsError, SessionExpiredError, ZkError
@@ -342,7 +343,7 @@ async def open_server(
                       snapshot_every=snapshot_every)  # fmt: skip
     if data_dir is not None:
         server.storage = _recover(server, data_dir)
-    async with trio.open_nursery() as nursery:
+    async with actors.open_background_nursery() as nursery:
         await nursery.start(server.run_expiry)
         if network is not None:
             listener = await nursery.start(

@@ -17,11 +17,11 @@ from typing import Any
 import attrs
 import trio
 
+import actors
 import transport
 from kcore import errors
 from kcore.client._config import check_int, check_no_unknown, parse_bootstrap
 from kcore.client._connections import Connections
-from kcore.client._lifecycle import exit_nursery
 from kcore.client._metadata import BrokerInfo, Cluster, MetadataManager, PartitionInfo
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.data import (
@@ -119,11 +119,11 @@ class Admin:
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool | None:
         stack, self._stack, self._session_open = self._stack, None, None
         assert stack is not None
-        return await exit_nursery(stack, exc_type, exc, tb)
+        return await stack.__aexit__(exc_type, exc, tb)
 
     @contextlib.asynccontextmanager
     async def _open_session(self) -> AsyncIterator[_Session]:
-        async with trio.open_nursery() as nursery:
+        async with actors.open_background_nursery() as nursery:
             connections = Connections(
                 self._network,
                 client_id=self.client_id,
@@ -150,13 +150,8 @@ class Admin:
         if self._session_open is not None:
             yield self._session_open
             return
-        try:
-            async with self._open_session() as session:
-                yield session
-        except BaseExceptionGroup as group:  # the call's own error, unwrapped
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
+        async with self._open_session() as session:
+            yield session
 
     # -- topics ------------------------------------------------------------------------
 

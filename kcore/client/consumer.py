@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import trio
 
+import actors
 import transport
 from kcore import errors
 from kcore.client._config import (
@@ -32,7 +33,6 @@ from kcore.client._config import (
     to_topic_partition,
 )
 from kcore.client._connections import Connections
-from kcore.client._lifecycle import exit_nursery
 from kcore.client._metadata import MetadataManager
 from kcore.common import TopicPartition
 from kcore.log import iter_records, split_batches
@@ -186,7 +186,7 @@ class Consumer:
         if self._stack is not None or self._closed:
             raise RuntimeError("a Consumer can be entered once")
         stack = contextlib.AsyncExitStack()
-        nursery = await stack.enter_async_context(trio.open_nursery())
+        nursery = await stack.enter_async_context(actors.open_background_nursery())
         self._stack, self._nursery = stack, nursery
         self._connections = Connections(
             self._network,
@@ -212,7 +212,7 @@ class Consumer:
         assert self._nursery is not None
         self._nursery.cancel_scope.cancel()  # fetches still out
         await self._connections.aclose()
-        return await exit_nursery(self._stack, exc_type, exc, tb)
+        return await self._stack.__aexit__(exc_type, exc, tb)
 
     # -- assignment and positions ------------------------------------------------------
 

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import trio
 
+import actors
 import transport
 from kcore import errors
 from kcore.client._accumulator import ProducerBatch, RecordAccumulator, record_size
@@ -33,7 +34,6 @@ from kcore.client._config import (
     parse_bootstrap,
 )
 from kcore.client._connections import Connections
-from kcore.client._lifecycle import exit_nursery
 from kcore.client._metadata import MetadataManager, TopicMetadata
 from kcore.client._partitioner import StickyPartitioner
 from kcore.common import TopicPartition
@@ -231,7 +231,7 @@ class Producer:
         if self._stack is not None or self._closed:
             raise RuntimeError("a Producer can be entered once")
         stack = contextlib.AsyncExitStack()
-        nursery = await stack.enter_async_context(trio.open_nursery())
+        nursery = await stack.enter_async_context(actors.open_background_nursery())
         self._stack, self._nursery = stack, nursery
         self._connections = Connections(
             self._network,
@@ -267,7 +267,7 @@ class Producer:
             self._nursery.cancel_scope.cancel()
             assert self._connections is not None
             await self._connections.aclose()
-        return await exit_nursery(stack, exc_type, exc, tb)
+        return await stack.__aexit__(exc_type, exc, tb)
 
     # -- the public API ----------------------------------------------------------------
 

@@ -36,6 +36,10 @@ _TOPIC_DEFINITIONS: dict[str, tuple[ConfigDef, str]] = {
             "log_cleanup_policy",
         ),
         (ConfigDef("max.message.bytes", "int", 1048588, at_least=0), "message_max_bytes"),
+        (
+            ConfigDef("flush.messages", "long", 9223372036854775807, at_least=1),
+            "log_flush_interval_messages",
+        ),
     )
 }
 
@@ -50,6 +54,7 @@ class TopicConfig:
     segment_ms: int
     cleanup_policy: tuple[str, ...]
     max_message_bytes: int
+    flush_messages: int
 
     @classmethod
     def from_dict(

@@ -47,6 +47,9 @@ class _Log:
         self.segment_bytes = segment_bytes
         self.segment_ms = segment_ms
         self.index_interval_bytes = index_interval_bytes
+        # Kafka's flush.messages: fsync once this many messages are unflushed (None: never;
+        # Kafka's default, durability comes from replication).
+        self.flush_messages: int | None = None
         self._segments: list[Segment] = []
         self._log_start_offset = 0
         self._recovery_point = 0
@@ -102,6 +105,7 @@ class _Log:
             self._append_batch(renumbered, stamped, now_ms)
             self.producer_state.update(renumbered)
             ranges.append((offset, renumbered.last_offset))
+        self._maybe_flush()
         return ranges[0][0], ranges[-1][1]
 
     def append_as_follower(
@@ -120,6 +124,7 @@ class _Log:
                 self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
             self._append_batch(header, batch, now_ms)
             self.producer_state.update(header)
+        self._maybe_flush()
         return first, batches[-1][0].last_offset
 
     def _append_batch(self, header: BatchHeader, batch: bytes, now_ms: int | None) -> None:
@@ -257,6 +262,11 @@ class _Log:
         return deleted
 
     # -- durability ------------------------------------------------------------------
+
+    def _maybe_flush(self) -> None:
+        unflushed = self.log_end_offset - self._recovery_point
+        if self.flush_messages is not None and unflushed >= self.flush_messages:
+            self.flush()
 
     def flush(self) -> int:
         """Makes everything appended durable (the broker group-commits these) and returns how

@@ -199,7 +199,11 @@ class BrokerServer:
         for attempt in range(retries + 1):
             if attempt:
                 await trio.sleep(backoff)
-            controller = await self._controller_endpoint()
+            # Bounded like the request itself: an isolated broker's ZooKeeper calls wait for a
+            # connection that may never come, and a shutdown must end.
+            controller = None
+            with trio.move_on_after(timeout):
+                controller = await self._controller_endpoint()
             if controller is None:
                 logger.info("Broker %d: no controller for controlled shutdown; retrying",
                             self.broker_id)  # fmt: skip

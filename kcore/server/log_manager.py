@@ -118,6 +118,7 @@ class LogManager:
         if log is not None:
             log.segment_bytes = config.segment_bytes
             log.segment_ms = config.segment_ms
+            log.flush_messages = config.flush_messages
             return log
         log_dir = self._least_loaded_dir()
         if self.memory is not None:
@@ -131,6 +132,7 @@ class LogManager:
                 segment_bytes=config.segment_bytes,
                 segment_ms=config.segment_ms,
             )
+        log.flush_messages = config.flush_messages
         self.logs[tp] = log
         self._dir_of[tp] = log_dir
         logger.info("created log %s in %s", tp, log_dir)

@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import trio
 
+import actors
 import transport
 import zkstub
 from kcore.server.broker import BrokerServer
@@ -49,6 +50,8 @@ class EmbeddedCluster:
     broker_overrides: Mapping[str, Any]
     clock: Callable[[], float]
     _nursery: trio.Nursery
+    _zk_settings: dict[str, Any] = attrs.field(factory=dict)  # to start it again the same way
+    _zk_scope: trio.CancelScope | None = None
     brokers: dict[int, BrokerServer] = attrs.field(factory=dict)
     _scopes: dict[int, trio.CancelScope] = attrs.field(factory=dict)
     _clients: int = 0
@@ -159,6 +162,45 @@ class EmbeddedCluster:
         self._scopes.pop(broker_id).cancel()
         await trio.lowlevel.checkpoint()
 
+    # -- ZooKeeper ------------------------------------------------------------------------
+
+    async def _start_zookeeper(self) -> None:
+        scope = trio.CancelScope()
+
+        async def run(task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+            with scope:
+                async with zkstub.open_server(**self._zk_settings) as server:
+                    task_status.started(server)
+                    await trio.sleep_forever()
+
+        self.zk_server = await self._nursery.start(run, name="zookeeper")
+        self._zk_scope = scope
+
+    async def kill_zookeeper(self) -> None:
+        """The ZooKeeper process dies: connections reset, sessions frozen in its data dir
+        (they expire after a restart unless their clients come back in time)."""
+        if self._zk_settings.get("data_dir") is None:
+            raise ValueError(
+                "ZooKeeper can be restarted only with open_cluster(persist_zookeeper=True)"
+            )
+        if self._zk_scope is None:
+            raise ValueError("ZooKeeper is not running")
+        if self.is_sim:
+            self.network.kill_node(ZK_NODE)
+        self._zk_scope.cancel()
+        self._zk_scope = None
+        await trio.lowlevel.checkpoint()
+
+    async def start_zookeeper(self) -> None:
+        """Restarts a killed ZooKeeper from its data dir, at the same address."""
+        if self._zk_scope is not None:
+            raise ValueError("ZooKeeper is already running")
+        await self._start_zookeeper()
+
+    @property
+    def zookeeper_running(self) -> bool:
+        return self._zk_scope is not None
+
     # -- clients --------------------------------------------------------------------------
 
     def bootstrap(self) -> list[tuple[str, int]]:
@@ -239,9 +281,12 @@ async def open_cluster(
     tick_time: float = 2.0,
     clock: Callable[[], float] | None = None,
     logs: str = "files",
+    persist_zookeeper: bool = False,
 ) -> AsyncIterator[EmbeddedCluster]:
     """`logs="memory"` keeps the brokers' logs in memory (simulations: kills may lose
-    unflushed data); `"files"` writes them under `data_dir` (a temp dir by default)."""
+    unflushed data); `"files"` writes them under `data_dir` (a temp dir by default).
+    `persist_zookeeper` gives ZooKeeper a data dir (every write fsynced), which
+    `kill_zookeeper` / `start_zookeeper` need."""
     if brokers < 1:
         raise ValueError(f"a cluster needs at least one broker, not {brokers}")
     if logs not in ("files", "memory"):
@@ -259,26 +304,27 @@ async def open_cluster(
         if data_dir is None:
             data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="kcore-"))
         root = pathlib.Path(data_dir)
-        zk_address = (ZK_NODE, ZK_PORT) if is_sim else ("127.0.0.1", 0)
-        async with (
-            zkstub.open_server(
-                network=network.node(ZK_NODE),
-                address=zk_address,
-                tick_time=tick_time,
-                clock=wall_clock,
-            ) as zk_server,  # fmt: skip
-            trio.open_nursery() as nursery,
-        ):
-            host, port = zk_server.address[0], zk_server.address[1]
+        zk_settings: dict[str, Any] = {
+            "network": network.node(ZK_NODE),
+            "address": (ZK_NODE, ZK_PORT) if is_sim else ("127.0.0.1", 0),
+            "tick_time": tick_time,
+            "clock": wall_clock,
+            "data_dir": root / "zookeeper" if persist_zookeeper else None,
+        }
+        async with actors.open_background_nursery() as nursery:
+            cluster = EmbeddedCluster(
+                network, None, None, rng, root, brokers, dict(broker_config or {}),
+                wall_clock, nursery, zk_settings,
+            )  # fmt: skip
+            await cluster._start_zookeeper()
+            # A restart must find it at the same address (a real port, with TCP).
+            zk_settings["address"] = cluster.zk_server.address
             async with zkstub.connect(
-                f"{host}:{port}",
+                cluster.zk_connect,
                 network=network.node("inspector"),
                 rng=random.Random(rng.getrandbits(64)),
             ) as zk:
-                cluster = EmbeddedCluster(
-                    network, zk_server, zk, rng, root, brokers, dict(broker_config or {}),
-                    wall_clock, nursery,
-                )  # fmt: skip
+                cluster.zk = zk
                 if logs == "memory":
                     cluster.disks = {}
                 for broker_id in range(1, brokers + 1):

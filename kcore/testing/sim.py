@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import attrs
 import trio
 import trio.testing
 
+import zkstub
 from actors.testing import pinned_scheduler
 from kcore import errors
 from kcore.common import TopicPartition
@@ -33,6 +34,7 @@ logger = logging.getLogger("kcore.testing.sim")
 TOPIC = "sim"
 FAULTS = (
     "kill",
+    "power_loss",
     "restart",
     "controlled_shutdown",
     "partition",
@@ -41,6 +43,7 @@ FAULTS = (
     "expire_session",
     "pause",
     "lossy_network",
+    "restart_zookeeper",
     "heal",
 )
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
@@ -64,6 +67,13 @@ class SimConfig:
     step_seconds: float = 0.1  # invariants checked this often (virtual)
     session_timeout_ms: int = 6000
     replica_lag_time_max_ms: int = 5000
+    # The topic's flush.messages. Kafka acknowledges before fsync (durability comes from
+    # replication), so power losses on two replicas can lose acknowledged records under its
+    # default (None: never); 1 fsyncs every append and puts power loss inside the contract.
+    flush_messages: int | None = 1
+    # Instead of the random fault schedule: a coroutine driving the faults itself (named
+    # scenarios). The workload, the invariants and the final checks are the same.
+    scenario: Callable[[Simulation], Awaitable[None]] | None = attrs.field(default=None, eq=False)
 
     def __attrs_post_init__(self) -> None:
         unknown = sorted(set(self.faults) - set(FAULTS))
@@ -75,7 +85,8 @@ class SimConfig:
     @property
     def durable(self) -> bool:
         """Whether acks=all writes are covered by the no-loss contract."""
-        return self.min_insync_replicas >= 2 and not self.unclean_leader_election
+        power_safe = self.flush_messages == 1 or "power_loss" not in self.faults
+        return self.min_insync_replicas >= 2 and not self.unclean_leader_election and power_safe
 
 
 @attrs.frozen
@@ -100,7 +111,9 @@ class SimResult:
 
 
 @attrs.define
-class _Simulation:
+class Simulation:
+    """One run's state, handed to a scenario: the cluster, the seeded rng, the trace."""
+
     config: SimConfig
     cluster: EmbeddedCluster
     rng: random.Random
@@ -131,21 +144,19 @@ class _Simulation:
     async def inject(self, kind: str) -> None:
         cluster, rng, network = self.cluster, self.rng, self.cluster.network
         running = self._running()
-        if kind in ("kill", "controlled_shutdown") and len(running) > 1:
+        if kind in ("kill", "power_loss", "controlled_shutdown") and len(running) > 1:
             victim = rng.choice(running)
-            self.down.add(victim)
-            if kind == "kill":
-                power_loss = rng.random() < 0.3
-                self.log(f"kill broker {victim} (power loss: {power_loss})")
-                await cluster.kill_broker(victim, power_loss=power_loss, torn_tail=power_loss)
+            if kind == "controlled_shutdown":
+                await self.stop(victim)
             else:
-                self.log(f"controlled shutdown of broker {victim}")
-                await cluster.stop_broker(victim)
+                await self.kill(victim, power_loss=kind == "power_loss")
         elif kind == "restart" and self.down:
             broker_id = rng.choice(sorted(self.down))
-            self.log(f"restart broker {broker_id}")
-            await cluster.start_broker(broker_id)
-            self.down.discard(broker_id)
+            try:
+                await self.start(broker_id)
+            except zkstub.ZkError as error:
+                # As a Kafka broker exits when ZooKeeper is out of reach at start-up.
+                self.log(f"broker {broker_id} failed to start: {error}")
         elif kind == "partition" and len(running) > 1:
             a, b = rng.sample(running, 2)
             self.log(f"partition {a} | {b}")
@@ -173,9 +184,72 @@ class _Simulation:
             self.log(f"lossy network: drop {drop:.3f}, delay {delay:.3f}")
             network.set_drop_rate(drop)
             network.set_delay(delay)
+        elif kind == "restart_zookeeper":
+            length = rng.uniform(0.5, self.config.session_timeout_ms / 1000 * 1.5)
+            await self.kill_zookeeper()
+            await trio.sleep(length)
+            await self.start_zookeeper()
         elif kind == "heal":
             self.log("heal the network")
             self.heal_network()
+
+    # -- fault primitives, for scenarios too -------------------------------------------------
+
+    async def kill(self, broker_id: int, *, power_loss: bool = False) -> None:
+        """A crash (disk kept); with `power_loss`, what was not fsynced is lost too, any
+        prefix of it surviving (a torn tail)."""
+        self.log(f"{'power loss on' if power_loss else 'kill'} broker {broker_id}")
+        self.down.add(broker_id)
+        await self.cluster.kill_broker(broker_id, power_loss=power_loss, torn_tail=power_loss)
+
+    async def stop(self, broker_id: int) -> None:
+        self.log(f"controlled shutdown of broker {broker_id}")
+        self.down.add(broker_id)
+        await self.cluster.stop_broker(broker_id)
+
+    async def start(self, broker_id: int) -> None:
+        self.log(f"restart broker {broker_id}")
+        await self.cluster.start_broker(broker_id)
+        self.down.discard(broker_id)
+
+    async def kill_zookeeper(self) -> None:
+        self.log("kill ZooKeeper")
+        await self.cluster.kill_zookeeper()
+
+    async def start_zookeeper(self) -> None:
+        self.log("restart ZooKeeper")
+        await self.cluster.start_zookeeper()
+
+    def leader_of(self, partition: int) -> int | None:
+        """The broker that believes it leads `partition` with the highest leader epoch."""
+        tp = TopicPartition(TOPIC, partition)
+        leaders = [
+            (replica.leader_epoch, broker_id)
+            for broker_id, broker in self.cluster.brokers.items()
+            if broker.replica_manager is not None
+            and (replica := broker.replica_manager.partition(tp)) is not None
+            and replica.is_leader
+        ]
+        return max(leaders)[1] if leaders else None
+
+    def isr_of(self, partition: int) -> tuple[int, ...]:
+        """The ISR as the current leader has it (empty without a leader)."""
+        leader = self.leader_of(partition)
+        if leader is None:
+            return ()
+        replica = self.cluster.brokers[leader].replica_manager.partition(
+            TopicPartition(TOPIC, partition)
+        )
+        return tuple(sorted(replica.isr))
+
+    async def wait_until(self, condition: Callable[[], bool], timeout: float = 120.0) -> None:
+        """Waits (in virtual time) for a condition over many brokers' state."""
+        with trio.fail_after(timeout):
+            while not condition():  # noqa: ASYNC110 (no single event to wait for)
+                await trio.sleep(0.05)
+
+    def acked(self) -> int:
+        return sum(op.outcome is Outcome.OK for op in self.ops)
 
     async def _pause(self, broker_id: int, length: float) -> None:
         """A long GC pause: nothing gets in or out (messages are held, not lost) while its
@@ -248,6 +322,8 @@ class _Simulation:
 
     async def settle(self) -> None:
         self.heal_network()
+        if not self.cluster.zookeeper_running:
+            await self.start_zookeeper()
         for broker_id in sorted(self.down):
             self.log(f"restart broker {broker_id} (settling)")
             await self.cluster.start_broker(broker_id)
@@ -329,9 +405,14 @@ async def run_simulation(config: SimConfig) -> SimResult:
     trace: list[str] = []
     ops: list[ProduceOp] = []
     async with open_cluster(
-        config.brokers, seed=config.seed, network="sim", logs="memory", broker_config=broker_config
+        config.brokers,
+        seed=config.seed,
+        network="sim",
+        logs="memory",
+        broker_config=broker_config,
+        persist_zookeeper="restart_zookeeper" in config.faults,
     ) as cluster:
-        sim = _Simulation(config, cluster, random.Random(rng.getrandbits(64)))
+        sim = Simulation(config, cluster, random.Random(rng.getrandbits(64)))
         trace, ops = sim.trace, sim.ops
         try:
             await cluster.wait_for_controller(timeout=60)
@@ -345,6 +426,11 @@ async def run_simulation(config: SimConfig) -> SimResult:
                         "unclean.leader.election.enable": str(
                             config.unclean_leader_election
                         ).lower(),
+                        **(
+                            {}
+                            if config.flush_messages is None
+                            else {"flush.messages": str(config.flush_messages)}
+                        ),
                     },
                 )
             sim.log(f"topic {TOPIC} created")
@@ -352,7 +438,10 @@ async def run_simulation(config: SimConfig) -> SimResult:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(sim.watch_invariants)
                 async with trio.open_nursery() as work:
-                    work.start_soon(sim.faults, until)
+                    if config.scenario is None:
+                        work.start_soon(sim.faults, until)
+                    else:
+                        work.start_soon(config.scenario, sim)
                     for index in range(config.producers):
                         work.start_soon(sim.produce, index, until)
                 await sim.settle()
@@ -360,10 +449,10 @@ async def run_simulation(config: SimConfig) -> SimResult:
                 nursery.cancel_scope.cancel()
             reads = await sim.read_everything()
             result_check = check(ops, reads, durable=_durable(config))
-        except InvariantViolation as error:
-            violation = str(error)
-            sim.log(f"INVARIANT VIOLATED: {error}")
-        except trio.TooSlowError:
+        except* InvariantViolation as group:  # from the watcher task: inside a group
+            violation = str(group.exceptions[0])
+            sim.log(f"INVARIANT VIOLATED: {violation}")
+        except* trio.TooSlowError:
             violation = "the cluster did not converge after healing"
             sim.log(violation)
     return SimResult(config, tuple(ops), result_check, violation, tuple(trace))

@@ -287,6 +287,7 @@ def test_topic_config_defaults_from_broker() -> None:
             "message.max.bytes": 500,
             "log.retention.bytes": 10,
             "unclean.leader.election.enable": "true",
+            "log.flush.interval.messages": 1,
         }
     )
     topic = TopicConfig.from_dict({}, broker)
@@ -299,6 +300,7 @@ def test_topic_config_defaults_from_broker() -> None:
         segment_ms=60000,
         cleanup_policy=("compact",),
         max_message_bytes=500,
+        flush_messages=1,
     )
 
 

@@ -137,3 +137,22 @@ def test_memory_crash_without_torn_tail_drops_all_unflushed(make_batch):
     fill(log, make_batch, batches=2)
     log.crash(random.Random(0), torn_tail=False)
     assert log.log_end_offset == 4
+
+
+@pytest.mark.parametrize("follower", [False, True])
+def test_flush_messages_fsyncs_once_that_many_messages_are_unflushed(make_batch, follower):
+    """Kafka's flush.messages: with 3, a power cut loses fewer than 3 messages."""
+    source = MemoryPartitionLog()
+    fill(source, make_batch, batches=5)  # batches of 2 messages
+    log = MemoryPartitionLog()
+    log.flush_messages = 3
+    recovery_points = []
+    for batch in source.read(0, 100_000):
+        if follower:
+            log.append_as_follower(batch)
+        else:
+            log.append(batch, leader_epoch=0)
+        recovery_points.append(log.recovery_point)
+    assert recovery_points == [0, 4, 4, 8, 8]
+    log.crash(random.Random(0), torn_tail=False)
+    assert log.log_end_offset == 8
