@@ -70,10 +70,15 @@ class ZkServer:
             await self._flushed.wait()
             return
         flushed = self._flushed = trio.Event()
-        await trio.lowlevel.checkpoint()  # let the rest of this batch journal first
-        self._flushed = None
-        self._flush_now()
-        flushed.set()
+        try:
+            await trio.lowlevel.checkpoint()  # let the rest of this batch journal first
+        finally:
+            # Even when this caller is cancelled (its connection went), the batch is
+            # flushed and its waiters released: otherwise every later sync would wait on
+            # an event nobody sets, and the server would stop answering writes.
+            self._flushed = None
+            self._flush_now()
+            flushed.set()
 
     def _flush_now(self) -> None:
         storage = self.storage

@@ -13,6 +13,7 @@ replays one history exactly (`result.trace` is the proof: same seed, same trace)
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Awaitable, Callable
 
@@ -22,8 +23,8 @@ import trio.testing
 
 import zkstub
 from actors.testing import pinned_scheduler
-from kcore import errors
-from kcore.common import TopicPartition
+from kcore import errors, zkdata
+from kcore.common import LeaderAndIsr, TopicPartition
 from kcore.log import iter_batch_records
 from kcore.testing._cluster import EmbeddedCluster, broker_node, open_cluster
 from kcore.testing.history import CheckResult, Outcome, ProduceOp, check
@@ -46,6 +47,8 @@ FAULTS = (
     "restart_zookeeper",
     "heal",
 )
+# Virtual seconds a run may take beyond its chaos and settling before it counts as hung.
+RUN_SLACK_SECONDS = 600.0
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 
 
@@ -121,6 +124,8 @@ class Simulation:
     ops: list[ProduceOp] = attrs.field(factory=list)
     checker: InvariantChecker = attrs.field(init=False)
     down: set[int] = attrs.field(factory=set)
+    # Set when a scenario returns: the producers stop, and the run heals and settles.
+    workload_done: bool = False
 
     def __attrs_post_init__(self) -> None:
         self.checker = InvariantChecker(unclean_election=self.config.unclean_leader_election)
@@ -178,7 +183,7 @@ class Simulation:
             victim = rng.choice(running)
             length = rng.uniform(1.0, self.config.session_timeout_ms / 1000 * 2)
             self.log(f"pause broker {victim} for {length:.2f}s")
-            await self._pause(victim, length)
+            await self.pause(victim, length)
         elif kind == "lossy_network":
             drop, delay = rng.uniform(0.0, 0.02), rng.uniform(0.0, 0.2)
             self.log(f"lossy network: drop {drop:.3f}, delay {delay:.3f}")
@@ -232,6 +237,16 @@ class Simulation:
         ]
         return max(leaders)[1] if leaders else None
 
+    async def partition_state(self, partition: int) -> LeaderAndIsr | None:
+        """The partition's leader, ISR and epoch as the controller last wrote them to
+        ZooKeeper (None while the topic's znode is not there)."""
+        tp = TopicPartition(TOPIC, partition)
+        try:
+            data, stat = await self.cluster.zk.get(zkdata.partition_state_path(tp))
+        except zkstub.NoNodeError:
+            return None
+        return zkdata.decode_partition_state(tp, data, stat.version).leader_and_isr
+
     def isr_of(self, partition: int) -> tuple[int, ...]:
         """The ISR as the current leader has it (empty without a leader)."""
         leader = self.leader_of(partition)
@@ -251,7 +266,7 @@ class Simulation:
     def acked(self) -> int:
         return sum(op.outcome is Outcome.OK for op in self.ops)
 
-    async def _pause(self, broker_id: int, length: float) -> None:
+    async def pause(self, broker_id: int, length: float) -> None:
         """A long GC pause: nothing gets in or out (messages are held, not lost) while its
         clock runs on; then everything held arrives at once."""
         self.cluster.network.isolate(broker_node(broker_id))
@@ -285,7 +300,7 @@ class Simulation:
             max_block_ms=20_000,
         ) as producer:
             sequence = 0
-            while trio.current_time() < until:
+            while trio.current_time() < until and not self.workload_done:
                 partition = self.rng.randrange(self.config.partitions)
                 value = f"{name}-{sequence}".encode()
                 sequence += 1
@@ -386,6 +401,12 @@ class Simulation:
         return reads
 
 
+async def _drive(scenario: Callable[[Simulation], Awaitable[None]], sim: Simulation) -> None:
+    await scenario(sim)
+    sim.log("scenario done")
+    sim.workload_done = True
+
+
 def _durable(config: SimConfig) -> Callable[[ProduceOp], bool]:
     def durable(op: ProduceOp) -> bool:
         return config.durable and op.acks == -1
@@ -394,6 +415,22 @@ def _durable(config: SimConfig) -> Callable[[ProduceOp], bool]:
 
 
 async def run_simulation(config: SimConfig) -> SimResult:
+    trace: list[str] = []
+    ops: list[ProduceOp] = []
+    # A run that hangs (some task waiting for what never comes) is a finding, not a stuck
+    # campaign: the whole run, teardown included, has a virtual-time budget.
+    budget = config.chaos_seconds + config.settle_seconds + RUN_SLACK_SECONDS
+    with trio.move_on_after(budget) as scope:
+        violation, result_check = await _run(config, trace, ops)
+    if scope.cancelled_caught:
+        violation, result_check = f"the run did not finish within {budget:.0f}s", None
+        trace.append(f"{trio.current_time():10.3f} {violation}")
+    return SimResult(config, tuple(ops), result_check, violation, tuple(trace))
+
+
+async def _run(
+    config: SimConfig, trace: list[str], ops: list[ProduceOp]
+) -> tuple[str | None, CheckResult | None]:
     rng = random.Random(config.seed)
     broker_config = {
         "zookeeper.session.timeout.ms": config.session_timeout_ms,
@@ -402,8 +439,6 @@ async def run_simulation(config: SimConfig) -> SimResult:
     }
     violation = None
     result_check = None
-    trace: list[str] = []
-    ops: list[ProduceOp] = []
     async with open_cluster(
         config.brokers,
         seed=config.seed,
@@ -412,8 +447,7 @@ async def run_simulation(config: SimConfig) -> SimResult:
         broker_config=broker_config,
         persist_zookeeper="restart_zookeeper" in config.faults,
     ) as cluster:
-        sim = Simulation(config, cluster, random.Random(rng.getrandbits(64)))
-        trace, ops = sim.trace, sim.ops
+        sim = Simulation(config, cluster, random.Random(rng.getrandbits(64)), trace, ops)
         try:
             await cluster.wait_for_controller(timeout=60)
             async with cluster.admin() as admin:
@@ -441,7 +475,8 @@ async def run_simulation(config: SimConfig) -> SimResult:
                     if config.scenario is None:
                         work.start_soon(sim.faults, until)
                     else:
-                        work.start_soon(config.scenario, sim)
+                        until = math.inf  # the scenario decides when the workload ends
+                        work.start_soon(_drive, config.scenario, sim)
                     for index in range(config.producers):
                         work.start_soon(sim.produce, index, until)
                 await sim.settle()
@@ -455,7 +490,7 @@ async def run_simulation(config: SimConfig) -> SimResult:
         except* trio.TooSlowError:
             violation = "the cluster did not converge after healing"
             sim.log(violation)
-    return SimResult(config, tuple(ops), result_check, violation, tuple(trace))
+    return violation, result_check
 
 
 def simulate(config: SimConfig) -> SimResult:

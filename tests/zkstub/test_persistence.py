@@ -132,3 +132,21 @@ async def test_session_ids_are_not_reused_after_restart(autojump_clock, tmp_path
     async with zkstub.open_server(data_dir=tmp_path) as server:
         async with server.connect_local() as zk:
             assert zk.session_id > first
+
+
+async def test_a_write_cancelled_while_its_batch_is_fsynced_does_not_stall_later_writes(
+    autojump_clock, tmp_path
+):
+    async with zkstub.open_server(data_dir=tmp_path, clock=fake_clock()) as server:
+        async with server.connect_local() as doomed, server.connect_local() as zk:
+            await doomed.create("/ephemeral", b"", ephemeral=True)
+            with trio.CancelScope() as scope:
+                scope.cancel()  # whoever asked went away while the batch was being synced
+                await server.expire_session(doomed.session_id)
+            with trio.fail_after(10):
+                await zk.create("/next", b"")
+            assert await zk.exists("/ephemeral") is None
+    async with zkstub.open_server(data_dir=tmp_path, clock=fake_clock()) as server:
+        async with server.connect_local() as zk:
+            assert await zk.exists("/next") is not None
+            assert await zk.exists("/ephemeral") is None
