@@ -9,8 +9,8 @@ remembers what earlier steps saw and raises `InvariantViolation` the moment one 
 - a leader is in its own ISR;
 - no two brokers lead one partition at one leader epoch;
 - a leader's high watermark never goes backwards;
-- records below a leader's high watermark never change (only with unclean election off:
-  an unclean leader may legitimately rewrite them).
+- records below a leader's high watermark never change (unless `committed_may_change`:
+  an unclean leader, or power lost everywhere without fsync, may legitimately rewrite them).
 """
 
 from __future__ import annotations
@@ -85,7 +85,9 @@ def snapshot(cluster: Any) -> ClusterSnapshot:
 
 @attrs.define
 class InvariantChecker:
-    unclean_election: bool = False
+    # Unclean election, or power losses without fsync (flush.messages unset), may
+    # legitimately rewrite committed records; then that check is off.
+    committed_may_change: bool = False
     controller_of_epoch: dict[int, int] = attrs.field(factory=dict)
     controller_epoch_seen: dict[tuple[int, int], int] = attrs.field(factory=dict)
     leader_epoch_seen: dict[tuple[int, int, TopicPartition], int] = attrs.field(factory=dict)
@@ -137,7 +139,7 @@ class InvariantChecker:
         self, tp: TopicPartition, records: list[tuple[int, bytes | None]]
     ) -> None:
         """Records a leader read below its HW; a different value at a known offset fails."""
-        if self.unclean_election:
+        if self.committed_may_change:
             return
         known = self.committed.setdefault(tp, {})
         for offset, value in records:

@@ -86,10 +86,16 @@ class SimConfig:
             raise ValueError(f"acks must be one of {sorted(_ACKS)}, not {self.acks!r}")
 
     @property
+    def power_safe(self) -> bool:
+        """Whether a power loss keeps every acknowledged record (each append fsynced)."""
+        return self.flush_messages == 1 or "power_loss" not in self.faults
+
+    @property
     def durable(self) -> bool:
         """Whether acks=all writes are covered by the no-loss contract."""
-        power_safe = self.flush_messages == 1 or "power_loss" not in self.faults
-        return self.min_insync_replicas >= 2 and not self.unclean_leader_election and power_safe
+        return (
+            self.min_insync_replicas >= 2 and not self.unclean_leader_election and self.power_safe
+        )
 
 
 @attrs.frozen
@@ -128,7 +134,10 @@ class Simulation:
     workload_done: bool = False
 
     def __attrs_post_init__(self) -> None:
-        self.checker = InvariantChecker(unclean_election=self.config.unclean_leader_election)
+        config = self.config
+        self.checker = InvariantChecker(
+            committed_may_change=config.unclean_leader_election or not config.power_safe
+        )
 
     def log(self, text: str) -> None:
         self.trace.append(f"{trio.current_time():10.3f} {text}")

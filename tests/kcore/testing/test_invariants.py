@@ -66,6 +66,6 @@ def test_committed_records_changing_unless_unclean_election_is_on():
     checker.observe_committed(TP, [(1, b"b"), (2, b"c")])
     with pytest.raises(InvariantViolation, match="committed offset 1 changed"):
         checker.observe_committed(TP, [(1, b"x")])
-    unclean = InvariantChecker(unclean_election=True)
+    unclean = InvariantChecker(committed_may_change=True)
     unclean.observe_committed(TP, [(1, b"b")])
     unclean.observe_committed(TP, [(1, b"x")])
