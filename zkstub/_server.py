@@ -267,9 +267,18 @@ class ZkServer:
                 connection.push(proto.event_to_wire(event))
 
         connection.context["deliver"] = deliver
-        self.attach(session.session_id, deliver)
-        if watches is not None and session.session_id in self._watchless:
+        if watches is None:
+            self.attach(session.session_id, deliver)
+        else:
+            # A reconnect: the client's watch list is the truth (ZooKeeper's setWatches).
+            # An event pushed into the old connection may have died with it, and the
+            # watch it fired is gone here: setWatches fires it again, since the node
+            # changed after the last zxid the client saw. Events held while no
+            # connection served the session are covered the same way, so they are
+            # dropped rather than sent twice.
             self._watchless.discard(session.session_id)
+            self._held.pop(session.session_id, None)
+            self.attach(session.session_id, deliver)
             self._dispatch(self.tree.set_watches(session.session_id, *watches))
         await self.sync()
         return [session.session_id, session.password, session.timeout]

@@ -52,6 +52,25 @@ async def test_session_survives_a_dropped_connection_with_its_watches(autojump_c
             assert (await other.exists("/e")).ephemeralOwner == sid
 
 
+async def test_a_watch_event_lost_with_its_connection_fires_after_the_reconnect(autojump_clock):
+    """The server fires a watch into a connection that is already dead on the client's
+    side (the push sits on a cut link, and the client gives up on that connection): the
+    reconnect's setWatches brings the event back, as ZooKeeper's does."""
+    async with sim_server() as (network, _server), client(network, "c1") as zk:
+        async with client(network, "c2") as other:
+            states = []
+            zk.add_listener(states.append)
+            children = []
+            await zk.get_children("/", watch=children.append)
+            network.partition(["c1"], ["zk"])  # held, not lost, until the heal
+            await other.create("/new", b"")  # fires c1's watch: the push is held
+            await wait_for(lambda: ClientState.SUSPENDED in states)
+            network.heal()
+            await wait_for(lambda: zk.state is ClientState.CONNECTED)
+            await wait_for(lambda: children)
+            assert children == [WatchedEvent(EventType.CHILD, "/")]
+
+
 async def test_watch_event_arrives_before_the_reply_that_shows_the_change(autojump_clock):
     async with sim_server() as (network, _server), client(network, "c1") as zk:
         async with client(network, "c2") as other:
