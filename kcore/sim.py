@@ -12,9 +12,13 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import logging
+import multiprocessing
 import sys
 import time
 import traceback
+from collections.abc import Iterable, Iterator
+
+import attrs
 
 from kcore.testing.sim import FAULTS, SimConfig, SimResult, simulate
 
@@ -33,15 +37,48 @@ def _config(seed: int, args: argparse.Namespace) -> SimConfig:
     )
 
 
-def _run_one(seed: int, args: argparse.Namespace) -> tuple[int, bool, str]:
+@attrs.frozen
+class SeedOutcome:
+    seed: int
+    ok: bool
+    text: str  # the report, and for a failure its whole trace
+    seconds: float  # real time the seed took
+
+
+def run_seed(config: SimConfig) -> SeedOutcome:
+    """One seed, its crash included in the outcome (a crash of the harness or of kcore is
+    a finding, not the end of the campaign)."""
+    started = time.monotonic()
     try:
-        result = simulate(_config(seed, args))
-    except Exception:  # a crash of the harness or of kcore is a finding, not the end
-        return seed, False, f"seed {seed}: CRASHED\n{traceback.format_exc()}"
+        result = simulate(config)
+    except Exception:
+        text = f"seed {config.seed}: CRASHED\n{traceback.format_exc()}"
+        return SeedOutcome(config.seed, False, text, time.monotonic() - started)
     text = result.report()
     if not result.ok:
         text += "\n" + "\n".join(result.trace)
-    return seed, result.ok, text
+    return SeedOutcome(config.seed, result.ok, text, time.monotonic() - started)
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(levelname)s %(name)s %(message)s")
+
+
+def run_campaign(
+    configs: Iterable[SimConfig], workers: int, log_level: str = "WARNING"
+) -> Iterator[SeedOutcome]:
+    """Runs the seeds in `workers` fresh processes (spawned, so nothing a test process
+    holds is inherited; their logs at `log_level` go to stderr); yields each outcome as
+    it completes."""
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_configure_logging,
+        initargs=(log_level,),
+    ) as pool:
+        futures = [pool.submit(run_seed, config) for config in configs]
+        for future in concurrent.futures.as_completed(futures):
+            yield future.result()
 
 
 def _print_trace(result: SimResult) -> None:
@@ -74,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--faults", help=f"comma-separated subset of {','.join(FAULTS)}")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s %(message)s")
+    _configure_logging(args.log_level)
     if args.seed is not None:
         result = simulate(_config(args.seed, args))
         if args.trace:
@@ -84,26 +121,28 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if result.ok else 1
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     failed = 0
+    slowest: SeedOutcome | None = None
     started = time.monotonic()
-    with (
-        open(args.failures, "w", encoding="utf-8") as failures,
-        concurrent.futures.ProcessPoolExecutor(max_workers=args.workers) as pool,
-    ):
-        futures = [pool.submit(_run_one, seed, args) for seed in seeds]
-        for done, future in enumerate(concurrent.futures.as_completed(futures), start=1):
-            seed, ok, text = future.result()
-            if not ok:
+    with open(args.failures, "w", encoding="utf-8") as failures:
+        configs = [_config(seed, args) for seed in seeds]
+        outcomes = run_campaign(configs, args.workers, args.log_level)
+        for done, outcome in enumerate(outcomes, start=1):
+            if slowest is None or outcome.seconds > slowest.seconds:
+                slowest = outcome
+            if not outcome.ok:
                 failed += 1
-                failures.write(text + "\n\n")
+                failures.write(outcome.text + "\n\n")
                 failures.flush()
-                print(f"seed {seed}: FAILED", file=sys.stderr)
-            if done % 10 == 0 or done == len(futures):
+                print(f"seed {outcome.seed}: FAILED", file=sys.stderr)
+            if done % 10 == 0 or done == len(configs):
                 print(
-                    f"{done}/{len(futures)} seeds, {failed} failed, "
+                    f"{done}/{len(configs)} seeds, {failed} failed, "
                     f"{time.monotonic() - started:.0f}s",
                     file=sys.stderr,
                 )
-    print(f"{len(futures)} seeds, {failed} failed" + (f" (see {args.failures})" if failed else ""))
+    if slowest is not None:
+        print(f"slowest: seed {slowest.seed} ({slowest.seconds:.1f}s)", file=sys.stderr)
+    print(f"{len(seeds)} seeds, {failed} failed" + (f" (see {args.failures})" if failed else ""))
     return 1 if failed else 0
 
 

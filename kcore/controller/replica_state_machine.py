@@ -175,7 +175,13 @@ class ReplicaStateMachine:
                 if replica_id in state.leader_and_isr.isr:
                     to_write[tp] = decisions.without_replica(state.leader_and_isr, replica_id)
                 else:
+                    # Already out (say our own write applied but its reply was lost, so
+                    # the retry met BadVersion): the replicas must still hear of this
+                    # state, or a leader stays on an older leader epoch for good (Kafka's
+                    # leaderAndIsrsWithoutReplica).
+                    state = LeaderIsrAndControllerEpoch(state.leader_and_isr, self.context.epoch)
                     self.context.partition_leadership[tp] = state
+                    updated[tp] = state
             if not to_write:
                 break
             written = await self.zk_client.update_leader_and_isr(
