@@ -132,6 +132,7 @@ class Simulation:
     down: set[int] = attrs.field(factory=set)
     # Set when a scenario returns: the producers stop, and the run heals and settles.
     workload_done: bool = False
+    _last_seen: dict[str, tuple] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         config = self.config
@@ -294,7 +295,33 @@ class Simulation:
     async def watch_invariants(self) -> None:
         while True:
             self.checker.check(self.cluster)
+            self._trace_cluster_changes()
             await trio.sleep(self.config.step_seconds)
+
+    def _trace_cluster_changes(self) -> None:
+        """Puts what the cluster did in the trace, next to what was done to it: the
+        active controller, and each partition's leader, leader epoch and ISR."""
+        controller = self.cluster.controller_id()
+        seen = {"controller": (controller, self.cluster.controller_epoch())}
+        for partition in range(self.config.partitions):
+            leader = self.leader_of(partition)
+            epoch = None
+            if leader is not None:
+                replica = self.cluster.brokers[leader].replica_manager.partition(
+                    TopicPartition(TOPIC, partition)
+                )
+                epoch = replica.leader_epoch
+            seen[f"p{partition}"] = (leader, epoch, self.isr_of(partition))
+        for key, value in seen.items():
+            if self._last_seen.get(key) == value:
+                continue
+            self._last_seen[key] = value
+            if key == "controller":
+                self.log(f"controller: {value[0]} (epoch {value[1]})")
+            else:
+                self.log(
+                    f"{key}: leader {value[0]} (leader epoch {value[1]}), ISR {list(value[2])}"
+                )
 
     # -- workload ----------------------------------------------------------------------------
 
