@@ -1,5 +1,5 @@
 """The `kcore` command: `kcore broker --config server.properties` runs one broker process;
-`kcore version`, `kcore smoke`."""
+`kcore version`, `kcore demo`."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ def _cmd_version(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_smoke(args: argparse.Namespace) -> int:
-    from kcore.cluster import run_smoke_check
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from kcore.cluster import main as demo_main
 
-    return run_smoke_check()
+    return demo_main(args.demo_args)
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
@@ -63,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("version", help="print the versions").set_defaults(run=_cmd_version)
-    commands.add_parser("smoke", help="check that the packages work").set_defaults(run=_cmd_smoke)
+    demo = commands.add_parser("demo", help="the demo (python -m kcore.cluster --help)")
+    demo.add_argument("demo_args", nargs=argparse.REMAINDER)
+    demo.set_defaults(run=_cmd_demo)
     broker = commands.add_parser("broker", help="run one broker (SIGTERM: controlled shutdown)")
     broker.add_argument("--config", metavar="server.properties", help="broker settings file")
     broker.add_argument(

@@ -40,6 +40,7 @@ from transport._reconnect import RpcClient, open_rpc_client
 from transport._server import RpcServer, ServerConnection
 from transport._sim import SimNetwork
 from transport._tcp import TcpNetwork
+from transport._tcp_cut import CuttableTcpNetwork
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
@@ -51,6 +52,7 @@ __all__ = [
     "ConnectError",
     "ConnectionClosedError",
     "ConnectionHandler",
+    "CuttableTcpNetwork",
     "ExponentialBackoff",
     "FrameDecodeError",
     "FrameDecoder",

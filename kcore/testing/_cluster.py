@@ -57,6 +57,7 @@ class EmbeddedCluster:
     _clients: int = 0
     # Per broker, its "disk" when logs are kept in memory (simulations); None: real files.
     disks: dict[int, Any] | None = None
+    external_zookeeper: str | None = None  # its connect string, when not embedded
 
     @property
     def is_sim(self) -> bool:
@@ -64,6 +65,8 @@ class EmbeddedCluster:
 
     @property
     def zk_connect(self) -> str:
+        if self.external_zookeeper is not None:
+            return self.external_zookeeper
         host, port = self.zk_server.address[0], self.zk_server.address[1]
         return f"{host}:{port}"
 
@@ -179,6 +182,8 @@ class EmbeddedCluster:
     async def kill_zookeeper(self) -> None:
         """The ZooKeeper process dies: connections reset, sessions frozen in its data dir
         (they expire after a restart unless their clients come back in time)."""
+        if self.external_zookeeper is not None:
+            raise ValueError(f"ZooKeeper runs elsewhere ({self.external_zookeeper})")
         if self._zk_settings.get("data_dir") is None:
             raise ValueError(
                 "ZooKeeper can be restarted only with open_cluster(persist_zookeeper=True)"
@@ -214,7 +219,7 @@ class EmbeddedCluster:
     def _client_args(self, kind: str) -> dict[str, Any]:
         self._clients += 1
         name = f"{kind}-{self._clients}"
-        network = self.network.node(name) if self.is_sim else self.network
+        network = self.network.node(name)
         return {"network": network, "rng": random.Random(self.rng.getrandbits(64))}
 
     def admin(self, **settings: Any) -> Any:
@@ -282,11 +287,14 @@ async def open_cluster(
     clock: Callable[[], float] | None = None,
     logs: str = "files",
     persist_zookeeper: bool = False,
+    zookeeper_connect: str | None = None,
 ) -> AsyncIterator[EmbeddedCluster]:
     """`logs="memory"` keeps the brokers' logs in memory (simulations: kills may lose
     unflushed data); `"files"` writes them under `data_dir` (a temp dir by default).
     `persist_zookeeper` gives ZooKeeper a data dir (every write fsynced), which
-    `kill_zookeeper` / `start_zookeeper` need."""
+    `kill_zookeeper` / `start_zookeeper` need. `zookeeper_connect` uses a ZooKeeper that
+    runs elsewhere instead of the embedded zkstub server (`"zookeeper://host:port/chroot"`
+    for a real ZooKeeper, through kazoo); the cluster then cannot kill it."""
     if brokers < 1:
         raise ValueError(f"a cluster needs at least one broker, not {brokers}")
     if logs not in ("files", "memory"):
@@ -316,9 +324,12 @@ async def open_cluster(
                 network, None, None, rng, root, brokers, dict(broker_config or {}),
                 wall_clock, nursery, zk_settings,
             )  # fmt: skip
-            await cluster._start_zookeeper()
-            # A restart must find it at the same address (a real port, with TCP).
-            zk_settings["address"] = cluster.zk_server.address
+            if zookeeper_connect is None:
+                await cluster._start_zookeeper()
+                # A restart must find it at the same address (a real port, with TCP).
+                zk_settings["address"] = cluster.zk_server.address
+            else:
+                cluster.external_zookeeper = zookeeper_connect
             async with zkstub.connect(
                 cluster.zk_connect,
                 network=network.node("inspector"),

@@ -1,0 +1,175 @@
+"""What the demo watches and concludes, without I/O: a snapshot of the cluster, the events
+between two snapshots, how long partitions went without a leader, and the verdict on the
+records (acked vs consumed)."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+import attrs
+
+NO_LEADER = -1
+
+
+@attrs.frozen
+class PartitionView:
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    high_watermark: int | None = None
+
+
+@attrs.frozen
+class ClusterView:
+    """The cluster as ZooKeeper (and the leaders' high watermarks) showed it at `time`."""
+
+    time: float
+    live_brokers: frozenset[int]
+    controller: int | None
+    controller_epoch: int | None
+    partitions: Mapping[int, PartitionView]
+
+
+def events_between(old: ClusterView | None, new: ClusterView) -> list[str]:
+    """Human-readable changes from `old` to `new`, in a stable order."""
+    events: list[str] = []
+    if old is None:
+        old = ClusterView(new.time, frozenset(), None, None, {})
+    for broker in sorted(new.live_brokers - old.live_brokers):
+        events.append(f"broker {broker} registered")
+    for broker in sorted(old.live_brokers - new.live_brokers):
+        events.append(f"broker {broker} is gone")
+    if (new.controller, new.controller_epoch) != (old.controller, old.controller_epoch):
+        if new.controller is None:
+            events.append("no active controller")
+        else:
+            events.append(
+                f"controller elected: broker {new.controller} (epoch {new.controller_epoch})"
+            )
+    for partition, now in sorted(new.partitions.items()):
+        before = old.partitions.get(partition)
+        if before is None:
+            events.append(f"partition {partition}: leader {now.leader}, ISR {list(now.isr)}")
+            continue
+        if now.leader != before.leader:
+            if now.leader == NO_LEADER:
+                events.append(f"partition {partition}: OFFLINE (leader {before.leader} lost)")
+            else:
+                events.append(
+                    f"partition {partition}: leader {before.leader} -> {now.leader} "
+                    f"(leader epoch {now.leader_epoch})"
+                )
+        shrunk = sorted(set(before.isr) - set(now.isr))
+        grown = sorted(set(now.isr) - set(before.isr))
+        if shrunk:
+            events.append(f"partition {partition}: ISR shrank to {list(now.isr)} (-{shrunk})")
+        if grown:
+            events.append(f"partition {partition}: ISR expanded to {list(now.isr)} (+{grown})")
+    return events
+
+
+@attrs.define
+class LeaderlessClock:
+    """Per partition, the seconds spent without a leader, from successive snapshots."""
+
+    since: dict[int, float] = attrs.field(factory=dict)  # leaderless since
+    total: dict[int, float] = attrs.field(factory=dict)
+
+    def observe(self, view: ClusterView) -> None:
+        for partition, state in view.partitions.items():
+            self.total.setdefault(partition, 0.0)
+            if state.leader == NO_LEADER:
+                self.since.setdefault(partition, view.time)
+            elif partition in self.since:
+                self.total[partition] += view.time - self.since.pop(partition)
+
+    def finish(self, now: float) -> dict[int, float]:
+        """The totals, counting a partition still leaderless up to `now`."""
+        totals = dict(self.total)
+        for partition, since in self.since.items():
+            totals[partition] = totals.get(partition, 0.0) + now - since
+        return totals
+
+
+@attrs.frozen
+class Verdict:
+    acked: int
+    consumed: int
+    lost: tuple[tuple[int, int, bytes], ...]  # (partition, offset, value) acked, never read
+    moved: tuple[tuple[int, int, bytes], ...]  # acked at one offset, read at another
+    duplicates: int  # values read more than once
+    leaderless_seconds: Mapping[int, float]
+    # per partition, the longest wait between two acknowledgements and when it began:
+    # how long the producer saw it unavailable (a dead leader is noticed only after a
+    # session timeout; acks=all waits for a dead follower until the ISR drops it)
+    longest_ack_gap: Mapping[int, tuple[float, float]]
+
+    @property
+    def ok(self) -> bool:
+        return not self.lost and not self.moved
+
+    def lines(self) -> list[str]:
+        worst = max(self.leaderless_seconds.values(), default=0.0)
+        lines = [
+            f"records acked (acks=all): {self.acked}",
+            f"records consumed:         {self.consumed}",
+            f"records lost:             {len(self.lost)}",
+            f"records at a new offset:  {len(self.moved)}",
+            f"duplicates consumed:      {self.duplicates}",
+            f"without a leader (ZooKeeper's view): longest {worst:.1f}s ("
+            + ", ".join(f"p{p} {s:.1f}s" for p, s in sorted(self.leaderless_seconds.items()))
+            + ")",
+            "longest wait between acks: "
+            + ", ".join(
+                f"p{p} {gap:.1f}s (from {at:.1f}s)"
+                for p, (gap, at) in sorted(self.longest_ack_gap.items())
+            ),
+        ]
+        for partition, offset, value in self.lost[:10]:
+            lines.append(f"  LOST p{partition} offset {offset}: {value!r}")
+        lines.append("verdict: " + ("no acknowledged record lost" if self.ok else "DATA LOST"))
+        return lines
+
+
+def judge(
+    acked: Iterable[tuple[int, int, bytes, float]],
+    consumed: Iterable[tuple[int, int, bytes]],
+    leaderless_seconds: Mapping[int, float],
+) -> Verdict:
+    """`acked`: (partition, offset, value, when acknowledged); `consumed`: (partition,
+    offset, value). Values are unique per send."""
+    timed = list(acked)
+    acked = [(p, o, v) for p, o, v, _ in timed]
+    consumed = list(consumed)
+    read_at = {(p, v): o for p, o, v in consumed}
+    counts = Counter(v for _, _, v in consumed)
+    lost = tuple(sorted(r for r in acked if (r[0], r[2]) not in read_at))
+    moved = tuple(
+        sorted(r for r in acked if (r[0], r[2]) in read_at and read_at[r[0], r[2]] != r[1])
+    )
+    duplicates = sum(n - 1 for n in counts.values() if n > 1)
+    return Verdict(
+        len(acked),
+        len(consumed),
+        lost,
+        moved,
+        duplicates,
+        dict(leaderless_seconds),
+        _longest_gaps(timed),
+    )
+
+
+def _longest_gaps(acked: list[tuple[int, int, bytes, float]]) -> dict[int, tuple[float, float]]:
+    times: dict[int, list[float]] = {}
+    for partition, _, _, at in acked:
+        times.setdefault(partition, []).append(at)
+    gaps = {}
+    for partition, stamps in sorted(times.items()):
+        stamps.sort()
+        gaps[partition] = max(
+            ((b - a, a) for a, b in itertools.pairwise(stamps)), default=(0.0, stamps[0])
+        )
+    return gaps

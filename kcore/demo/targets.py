@@ -1,0 +1,224 @@
+"""The clusters the demo drives: brokers embedded in this process (the default), or each
+broker its own OS process (`kcore broker --config ...`). Both offer the same handful of
+operations to the demo: clients, a ZooKeeper client to watch, kill / start a broker, and
+(embedded only) cutting links."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import pathlib
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import attrs
+import trio
+
+import transport
+import zkstub
+from kcore.client import Admin, Consumer, Producer
+from kcore.testing import broker_node, open_cluster
+
+logger = logging.getLogger("kcore.demo")
+
+SESSION_TIMEOUT_MS = 6000
+BROKER_SETTINGS = {
+    "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+    # Short enough that a cut-off follower visibly leaves the ISR within the demo.
+    "replica.lag.time.max.ms": 5000,
+}
+
+
+@attrs.define(eq=False)
+class EmbeddedTarget:
+    """zkstub and the brokers in this process, over real TCP on 127.0.0.1."""
+
+    cluster: Any  # kcore.testing.EmbeddedCluster
+    can_isolate: bool = True
+
+    @property
+    def zk(self) -> Any:
+        return self.cluster.zk
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return list(range(1, self.cluster.broker_count + 1))
+
+    def running(self) -> set[int]:
+        return set(self.cluster.brokers)
+
+    def admin(self, **settings: Any) -> Admin:
+        return self.cluster.admin(**settings)
+
+    def producer(self, **settings: Any) -> Producer:
+        return self.cluster.producer(**settings)
+
+    def consumer(self, **settings: Any) -> Consumer:
+        return self.cluster.consumer(**settings)
+
+    async def kill(self, broker_id: int) -> None:
+        await self.cluster.kill_broker(broker_id)
+
+    async def start(self, broker_id: int) -> None:
+        await self.cluster.start_broker(broker_id)
+
+    def isolate(self, broker_id: int, from_broker: int) -> None:
+        self.cluster.network.partition(broker_node(broker_id), broker_node(from_broker))
+
+    def heal(self) -> None:
+        self.cluster.network.heal()
+
+
+@contextlib.asynccontextmanager
+async def open_embedded(
+    brokers: int, *, seed: int, data_dir: pathlib.Path | None, zookeeper: str | None
+) -> AsyncIterator[EmbeddedTarget]:
+    async with open_cluster(
+        brokers,
+        seed=seed,
+        network=transport.CuttableTcpNetwork(),
+        data_dir=data_dir,
+        broker_config=BROKER_SETTINGS,
+        clock=time.time,  # real time: record and znode timestamps are wall-clock
+        zookeeper_connect=zookeeper,
+    ) as cluster:
+        yield EmbeddedTarget(cluster)
+
+
+@attrs.define(eq=False)
+class ProcessTarget:
+    """Each broker a `python -m kcore.cli broker` child process; ZooKeeper is this
+    process's zkstub server (or an external one)."""
+
+    zk: Any
+    zk_connect: str
+    data_dir: pathlib.Path
+    count: int
+    rng: random.Random
+    nursery: trio.Nursery
+    network: transport.TcpNetwork = attrs.field(factory=transport.TcpNetwork)
+    processes: dict[int, trio.Process] = attrs.field(factory=dict)
+    ports: dict[int, int] = attrs.field(factory=dict)
+    can_isolate: bool = False
+
+    @property
+    def broker_ids(self) -> list[int]:
+        return list(range(1, self.count + 1))
+
+    def running(self) -> set[int]:
+        return {b for b, p in self.processes.items() if p.returncode is None}
+
+    def bootstrap(self) -> list[tuple[str, int]]:
+        return [("127.0.0.1", port) for _, port in sorted(self.ports.items())]
+
+    def _client(self, kind: type, settings: dict[str, Any]) -> Any:
+        rng = random.Random(self.rng.getrandbits(64))
+        return kind(self.bootstrap(), network=self.network, rng=rng, **settings)
+
+    def admin(self, **settings: Any) -> Admin:
+        return self._client(Admin, settings)
+
+    def producer(self, **settings: Any) -> Producer:
+        return self._client(Producer, settings)
+
+    def consumer(self, **settings: Any) -> Consumer:
+        return self._client(Consumer, settings)
+
+    def _properties(self, broker_id: int) -> pathlib.Path:
+        directory = self.data_dir / f"broker-{broker_id}"
+        directory.mkdir(parents=True, exist_ok=True)
+        port = self.ports.get(broker_id, 0)  # a restart keeps its port
+        settings = {
+            "broker.id": broker_id,
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "log.dirs": directory / "logs",
+            "zookeeper.connect": self.zk_connect,
+            **BROKER_SETTINGS,
+        }
+        path = directory / "server.properties"
+        path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
+        return path
+
+    async def start(self, broker_id: int) -> None:
+        config = self._properties(broker_id)
+        log = (self.data_dir / f"broker-{broker_id}" / "broker.log").open("ab")
+        command = [sys.executable, "-m", "kcore.cli", "broker", "--config", str(config)]
+        process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE, stderr=log)
+        log.close()
+        self.processes[broker_id] = process
+        # The broker prints one line once it listens: "kcore broker N listening on H:P".
+        line = b""
+        with trio.fail_after(60):
+            while not line.endswith(b"\n"):
+                chunk = await process.stdout.receive_some(1)
+                if not chunk:
+                    raise RuntimeError(
+                        f"broker {broker_id} exited (code {await process.wait()}); see "
+                        f"{self.data_dir / f'broker-{broker_id}' / 'broker.log'}"
+                    )
+                line += chunk
+        self.ports[broker_id] = int(line.decode().rsplit(":", 1)[1])
+        self.nursery.start_soon(_drain, process.stdout)
+
+    async def kill(self, broker_id: int) -> None:
+        """SIGKILL: no controlled shutdown, the session left to expire."""
+        process = self.processes[broker_id]
+        process.kill()
+        await process.wait()
+
+    async def stop_all(self) -> None:
+        """SIGTERM to every broker (a controlled shutdown each), then wait."""
+        for process in self.processes.values():
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+        with trio.move_on_after(30):
+            for process in self.processes.values():
+                await process.wait()
+        for process in self.processes.values():
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+    def isolate(self, broker_id: int, from_broker: int) -> None:
+        raise NotImplementedError("links between broker processes cannot be cut")
+
+    def heal(self) -> None:
+        pass
+
+
+async def _drain(stream: Any) -> None:
+    with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+        while await stream.receive_some(4096):
+            pass
+
+
+@contextlib.asynccontextmanager
+async def open_processes(
+    brokers: int, *, seed: int, data_dir: pathlib.Path, zookeeper: str | None
+) -> AsyncIterator[ProcessTarget]:
+    rng = random.Random(seed)
+    network = transport.TcpNetwork()
+    async with contextlib.AsyncExitStack() as stack:
+        if zookeeper is None:
+            server = await stack.enter_async_context(
+                zkstub.open_server(network=network, address=("127.0.0.1", 0))
+            )
+            zookeeper = f"127.0.0.1:{server.address[1]}"
+        zk = await stack.enter_async_context(
+            zkstub.connect(zookeeper, network=network, rng=random.Random(rng.getrandbits(64)))
+        )
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        target = ProcessTarget(zk, zookeeper, data_dir, brokers, rng, nursery, network)
+        try:
+            for broker_id in target.broker_ids:
+                await target.start(broker_id)
+            yield target
+        finally:
+            with trio.CancelScope(shield=True):
+                await target.stop_all()
+            nursery.cancel_scope.cancel()
