@@ -121,8 +121,9 @@ class RecordAccumulator:
         by_node: dict[int, list[ProducerBatch]] = {}
         node_bytes: dict[int, int] = {}
         blocked: set[TopicPartition] = set()
-        for tp in sorted(self._queues):
-            queue = self._queues[tp]
+        # In the queues' creation order (deterministic; sorting the partitions on every
+        # pass cost more than the rest of the pass).
+        for tp, queue in self._queues.items():
             if not queue or tp in self._in_flight:
                 continue
             batch = queue[0]
@@ -176,10 +177,9 @@ class RecordAccumulator:
         """Removes and returns the queued (not in flight) batches whose delivery timeout
         has passed."""
         expired = []
-        for tp in sorted(self._queues):
+        for tp, queue in list(self._queues.items()):
             if tp in self._in_flight:
                 continue
-            queue = self._queues[tp]
             while queue and now >= queue[0].created + delivery_timeout:
                 expired.append(queue.popleft())
             if not queue:

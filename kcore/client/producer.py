@@ -325,7 +325,12 @@ class Producer:
         self._incomplete[batch] = None
         if key is None and partition is None:
             self._partitioner.record_appended(topic, chosen, size, count, available)
-        self._wake()
+        if len(batch.records) == 1 or batch.closed:
+            # Kafka's rule: the sender needs waking only for a new batch (a new linger
+            # deadline) or a full one (ready now); a record joining an open batch
+            # changes neither, and waking per record made the sender rescan every queue
+            # for every record.
+            self._wake()
         await completion.done.wait()
         if completion.error is not None:
             raise _fresh(completion.error)
