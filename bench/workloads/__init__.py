@@ -66,4 +66,10 @@ def get_workload(name: str) -> Workload:
 
 
 # Importing a workload module registers it.
-from bench.workloads import transport_raw, zk_ops  # noqa: E402, F401
+from bench.workloads import (  # noqa: E402, F401
+    e2e_latency,
+    failover,
+    produce,
+    transport_raw,
+    zk_ops,
+)

@@ -399,10 +399,10 @@ class KafkaController:
         topic_id, assignment = found
         self.context.set_topic_assignment(topic, topic_id, assignment)
         partitions = self.context.partitions_for_topic(topic)
+        states = await self.zk_client.get_partition_states(partitions)
         for tp in partitions:
-            state = await self.zk_client.get_partition_state(tp)
-            if state is not None:
-                self.context.partition_leadership[tp] = state
+            if states[tp] is not None:
+                self.context.partition_leadership[tp] = states[tp]
         return partitions
 
     def _on_controller_resignation(self) -> None:
@@ -611,10 +611,10 @@ class KafkaController:
         try:
             partitions = await self.zk_client.read_isr_change_notifications(names)
             known = sorted(tp for tp in partitions if tp.topic in self.context.all_topics)
+            states = await self.zk_client.get_partition_states(known)
             for tp in known:
-                state = await self.zk_client.get_partition_state(tp)
-                if state is not None:
-                    self.context.partition_leadership[tp] = state
+                if states[tp] is not None:
+                    self.context.partition_leadership[tp] = states[tp]
             if known:
                 self.send_update_metadata(
                     sorted(self.context.live_or_shutting_down_broker_ids), known

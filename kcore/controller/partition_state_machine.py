@@ -131,16 +131,19 @@ class PartitionStateMachine:
                 state_change_logger.error("%s", error)
                 results[tp] = error
         if target is _P.ONLINE_PARTITION:
+            # (sets for membership: these lists hold every partition a broker had)
             uninitialized = [
                 tp for tp in valid if self.context.partition_state(tp) is _P.NEW_PARTITION
             ]
-            to_elect = [tp for tp in valid if tp not in uninitialized]
+            new = set(uninitialized)
+            to_elect = [tp for tp in valid if tp not in new]
             if uninitialized:
                 results |= await self._initialize_leader_and_isr(uninitialized)
             if to_elect:
                 results |= await self._elect_leaders(to_elect, strategy or ElectionStrategy.OFFLINE)
+            moving = set(valid)
             for tp, outcome in results.items():
-                if tp in valid and isinstance(outcome, LeaderAndIsr):
+                if tp in moving and isinstance(outcome, LeaderAndIsr):
                     self._put_state(tp, _P.ONLINE_PARTITION, outcome)
         else:
             for tp in valid:
@@ -213,8 +216,9 @@ class PartitionStateMachine:
     ) -> tuple[StateChangeResults, list[TopicPartition]]:
         results: StateChangeResults = {}
         current: dict[TopicPartition, LeaderAndIsr] = {}
+        states = await self.zk_client.get_partition_states(partitions)
         for tp in partitions:
-            state = await self.zk_client.get_partition_state(tp)
+            state = states[tp]
             if state is None:
                 results[tp] = StateChangeFailedError(
                     f"Failed to elect a leader for {tp}: it has no state in ZooKeeper"

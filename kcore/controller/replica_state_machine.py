@@ -158,8 +158,9 @@ class ReplicaStateMachine:
         remaining = partitions
         while remaining:
             to_write = {}
+            states = await self.zk_client.get_partition_states(remaining)
             for tp in remaining:
-                state = await self.zk_client.get_partition_state(tp)
+                state = states[tp]
                 if state is None:
                     state_change_logger.warning(
                         "Cannot remove replica %d from the ISR of %s: it has no state in "

@@ -249,9 +249,14 @@ class ReplicaManager:
                     current_epoch,
                 )
                 results[tp] = errors.StaleControllerEpochError.code
-        for tp in sorted(accepted):
-            if tp not in self.partitions:
-                await self._create_partition(tp)
+        new = sorted(tp for tp in accepted if tp not in self.partitions)
+        # Each new topic's config read once per request, not once per partition.
+        configs = {
+            topic: await self.topic_config(topic, refresh=True)
+            for topic in sorted({tp.topic for tp in new})
+        }
+        for tp in new:
+            self._create_partition(tp, configs[tp.topic])
         leaders = {tp: s for tp, s in accepted.items() if s.leader == self.broker_id}
         followers = {tp: s for tp, s in accepted.items() if s.leader != self.broker_id}
         self._make_leaders(leaders, now_ms)
@@ -262,8 +267,7 @@ class ReplicaManager:
         )
         return LeaderAndIsrResponse(0, partition_errors)
 
-    async def _create_partition(self, tp: TopicPartition) -> Partition:
-        config = await self.topic_config(tp.topic, refresh=True)
+    def _create_partition(self, tp: TopicPartition, config: TopicConfig) -> Partition:
         log = self.log_manager.get_or_create_log(tp, config)
         partition = Partition(
             tp,

@@ -1,0 +1,19 @@
+"""One SparkSession for every bench test (one JVM start for the whole run)."""
+
+import importlib.util
+import shutil
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark(require_external):
+    require_external(
+        "PySpark", importlib.util.find_spec("pyspark") is not None, "pip install -e '.[bench]'"
+    )
+    require_external("Java", shutil.which("java") is not None, "install a JDK 17 (apt: openjdk-17)")
+    from bench.aggregate import spark_session
+
+    session = spark_session()
+    yield session
+    session.stop()
