@@ -19,8 +19,8 @@ class _ZkWhoseWriteAppliedButReplyWasLost:
         self.state = state
         self.writes = 0
 
-    async def get_partition_state(self, tp):
-        return self.state
+    async def get_partition_states(self, tps):
+        return dict.fromkeys(tps, self.state)
 
     async def update_leader_and_isr(self, to_write, controller_epoch, epoch_zk_version):
         self.writes += 1
