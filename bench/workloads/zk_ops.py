@@ -105,7 +105,7 @@ async def run_zk_ops(rows: RowWriter, params: ZkOpsParams, zk: Any, target: str)
             began = time.perf_counter_ns()
             await calls[op](path)
             rows.write(
-                case=case, op=op, params={"target": target, "in_flight": 1},
+                case=case, op=op, params=_params(target, 1, f"{op}-sequential", op),
                 start_time=time.time(), latency_ns=time.perf_counter_ns() - began,
                 nbytes=len(params.value) if op in ("create", "set") else 0,
             )  # fmt: skip
@@ -119,7 +119,9 @@ async def run_zk_ops(rows: RowWriter, params: ZkOpsParams, zk: Any, target: str)
 async def _pipelined_gets(rows: RowWriter, params: ZkOpsParams, zk: Any, target: str, root: str):
     path = f"{root}/pipelined"
     await zk.create(path, params.value)
-    case = f"{target}-get-pipelined-x{params.in_flight}"
+    pipelined = f"get-pipelined-x{params.in_flight}"
+    case = f"{target}-{pipelined}"
+    row_params = _params(target, params.in_flight, pipelined, "get")
     remaining = params.pipelined
     start = time.perf_counter_ns()
 
@@ -130,7 +132,8 @@ async def _pipelined_gets(rows: RowWriter, params: ZkOpsParams, zk: Any, target:
             began = time.perf_counter_ns()
             await zk.get(path)
             rows.write(
-                case=case, op="get", params={"target": target, "in_flight": params.in_flight},
+                case=case, op="get",
+                params=row_params,
                 start_time=time.time(), latency_ns=time.perf_counter_ns() - began,
             )  # fmt: skip
 
@@ -140,6 +143,15 @@ async def _pipelined_gets(rows: RowWriter, params: ZkOpsParams, zk: Any, target:
     elapsed = (time.perf_counter_ns() - start) / 1e9
     await zk.delete(path)
     return {"case": case, "ops_per_s": params.pipelined / max(elapsed, 1e-9)}
+
+
+def _params(target: str, in_flight: int, case: str, op: str) -> dict[str, object]:
+    """A zkstub row names the same operation on the real ZooKeeper as its baseline."""
+    params: dict[str, object] = {"target": target, "in_flight": in_flight}
+    if target == "zkstub":
+        params["baseline"] = f"{NAME}/zookeeper-{case}/{op}"
+        params["baseline_metric"] = "ops_per_s"
+    return params
 
 
 __all__ = ["ZkOpsParams", "run_zk_ops"]
