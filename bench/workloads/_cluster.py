@@ -45,8 +45,9 @@ async def create_topic(
     cluster: EmbeddedCluster, name: str, partitions: int, **settings: Any
 ) -> None:
     """Creates the topic and waits until a broker leads each of its partitions."""
-    async with cluster.admin() as admin:
-        await admin.create_topic(name, partitions=partitions, **settings)
+    # Thousands of partitions take a while: allow minutes, not the usual 30 s.
+    async with cluster.admin(request_timeout_ms=600_000) as admin:
+        await admin.create_topic(name, partitions=partitions, timeout=600, **settings)
     await wait_until_led(cluster, name, partitions)
 
 
