@@ -23,6 +23,7 @@ import transport
 import zkstub
 from kcore.client import Admin, Consumer, Producer
 from kcore.testing import broker_node, open_cluster
+from kcore.zk_client import KafkaZkClient
 
 logger = logging.getLogger("kcore.demo")
 
@@ -32,6 +33,22 @@ BROKER_SETTINGS = {
     # Short enough that a cut-off follower visibly leaves the ISR within the demo.
     "replica.lag.time.max.ms": 5000,
 }
+
+
+async def wait_ready(target: Any, timeout: float = 60.0) -> None:
+    """Until every broker is registered and the controller has told them all about each
+    other (a topic created sooner may not find enough brokers for RF 3)."""
+    zk = KafkaZkClient(target.zk, clock=time.time)
+    count = len(target.broker_ids)
+    with trio.fail_after(timeout):
+        while True:
+            registered = await zk.get_all_brokers()
+            if len(registered) == count and await zk.get_controller_id() is not None:
+                async with target.admin() as admin:
+                    cluster = await admin.describe_cluster()
+                if len(cluster.brokers) == count:
+                    return
+            await trio.sleep(0.1)
 
 
 @attrs.define(eq=False)
@@ -87,7 +104,9 @@ async def open_embedded(
         clock=time.time,  # real time: record and znode timestamps are wall-clock
         zookeeper_connect=zookeeper,
     ) as cluster:
-        yield EmbeddedTarget(cluster)
+        target = EmbeddedTarget(cluster)
+        await wait_ready(target)
+        yield target
 
 
 @attrs.define(eq=False)
@@ -217,6 +236,7 @@ async def open_processes(
         try:
             for broker_id in target.broker_ids:
                 await target.start(broker_id)
+            await wait_ready(target)
             yield target
         finally:
             with trio.CancelScope(shield=True):
