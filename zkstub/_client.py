@@ -197,7 +197,7 @@ class ZkClientImpl:
     # exists() on a missing node: which data-table paths wait for a CREATED (setWatches
     # treats those apart from watches on existing nodes)
     _exist_paths: set[str] = attrs.field(factory=set)
-    _connected: trio.Event = attrs.field(factory=trio.Event)
+    _state_changed: trio.Event = attrs.field(factory=trio.Event)  # replaced at each change
     _expired: trio.Event = attrs.field(factory=trio.Event)
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
 
@@ -227,10 +227,8 @@ class ZkClientImpl:
         if state is self.state:
             return
         self.state = state
-        if state is ClientState.CONNECTED:
-            self._connected.set()
-        elif self._connected.is_set():
-            self._connected = trio.Event()
+        changed, self._state_changed = self._state_changed, trio.Event()
+        changed.set()
         self._listeners.notify(state)
 
     # -- the session loop -----------------------------------------------------------------
@@ -377,14 +375,20 @@ class ZkClientImpl:
     # -- requests -------------------------------------------------------------------------
 
     async def _call(self, op: str, args: list[Any]) -> Any:
+        # A request waiting out a disconnection belongs to its session: if that session
+        # expires meanwhile, the request fails with SessionExpired (ZooKeeper's client
+        # does the same), never runs in the next session. Waiting on instead would
+        # deadlock Kafka's expiry handling: its before-session hook waits for the
+        # controller, which waits for this request.
+        session_id = self.session_id
         while True:
             if self.state is ClientState.CLOSED:
                 raise ClosedError("the client is closed")
-            if self.state is ClientState.EXPIRED:
-                raise SessionExpiredError(f"session 0x{self.session_id:x} has expired")
+            if self.state is ClientState.EXPIRED or self.session_id != session_id:
+                raise SessionExpiredError(f"session 0x{session_id:x} has expired")
             if self.state is ClientState.CONNECTED:
                 break
-            await self._connected.wait()
+            await self._state_changed.wait()
         return await self.link.call(op, args)
 
     def _full(self, path: str, *, sequential: bool = False) -> str:
@@ -496,8 +500,7 @@ class ZkClientImpl:
         self._close()
 
     def _close(self) -> None:
-        self._set_state(ClientState.CLOSED)
-        self._connected.set()  # wake waiting calls so they see CLOSED
+        self._set_state(ClientState.CLOSED)  # (waiting calls wake and see CLOSED)
         self.link.drop()
         self._scope.cancel()
 

@@ -30,6 +30,7 @@ REGRESSIONS = {
     33: (60.0, "zkstub: a sync cancelled mid-batch stalled every later write"),
     122: (20.0, "zkstub: a watch event lost with its connection; controller missed a death"),
     151: (20.0, "controller: an ISR removal whose reply was lost left a leader on an old epoch"),
+    1396: (20.0, "zkstub: a request waiting out a disconnection deadlocked session expiry"),
 }
 
 

@@ -71,6 +71,38 @@ async def test_a_watch_event_lost_with_its_connection_fires_after_the_reconnect(
             assert children == [WatchedEvent(EventType.CHILD, "/")]
 
 
+async def test_a_request_waiting_out_a_disconnection_fails_when_its_session_expires(
+    autojump_clock,
+):
+    """It must not run later in the next session (ZooKeeper fails it with
+    SessionExpired), nor wait forever for its own session to come back."""
+    async with sim_server() as (network, server), client(network, "c1") as zk:
+        async with client(network, "c2") as other:
+            states = []
+            zk.add_listener(states.append)
+            old = zk.session_id
+            network.partition(["c1"], ["zk"])
+            await wait_for(lambda: ClientState.SUSPENDED in states)
+            outcome = []
+
+            async def waiting_create():
+                try:
+                    await zk.create("/late", b"")
+                    outcome.append("created")
+                except zkstub.SessionExpiredError:
+                    outcome.append("expired")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(waiting_create)
+                await server.expire_session(old)
+                network.heal()
+                await wait_for(lambda: outcome)
+            assert outcome == ["expired"]
+            await wait_for(lambda: zk.state is ClientState.CONNECTED)
+            assert zk.session_id != old
+            assert await other.exists("/late") is None
+
+
 async def test_watch_event_arrives_before_the_reply_that_shows_the_change(autojump_clock):
     async with sim_server() as (network, _server), client(network, "c1") as zk:
         async with client(network, "c2") as other:
