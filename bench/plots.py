@@ -146,6 +146,11 @@ def failover_timeline(per_row: pd.DataFrame, plots_dir: Path) -> Path | None:
     return _save(figure, plots_dir / "failover_timeline.png")
 
 
+def _without_count(case: str) -> str:
+    head, _, tail = case.rpartition("-")
+    return head if head and tail.isdigit() else case
+
+
 def election_scaling(per_row: pd.DataFrame, plots_dir: Path) -> Path | None:
     """Election latency (s) against partitions, one line per case plus its least-squares fit.
 
@@ -160,9 +165,12 @@ def election_scaling(per_row: pd.DataFrame, plots_dir: Path) -> Path | None:
     rows = rows[rows["partitions"].notna()]
     if rows.empty:
         return None
+    # One line per family of cases: "leader-dies-1000" and "leader-dies-3000" are two
+    # points of "leader-dies" (a case per count keeps them apart in the tables).
+    rows = rows.assign(family=rows["case"].map(_without_count))
     figure = _new_figure()
     axes = figure.add_subplot()
-    for case, series in rows.groupby("case", sort=True):
+    for case, series in rows.groupby("family", sort=True):
         x = series["partitions"].to_numpy(dtype=float)
         y = series["latency_ns"].to_numpy(dtype=float) / 1e9
         means = series.assign(seconds=y).groupby("partitions")["seconds"].mean()

@@ -245,7 +245,7 @@ async def run_election_scaling(rows: RowWriter, params: ElectionParams) -> Summa
 
 async def _election_case(rows, cluster, count) -> dict[str, object]:
     topic = "election"
-    case = "leader-dies"
+    case = f"leader-dies-{count}"
     case_params = {"partitions": count}
     # A broker other than the controller first in every assignment: it leads them all,
     # and its death costs an election, not a controller failover too.
@@ -277,7 +277,7 @@ async def _election_case(rows, cluster, count) -> dict[str, object]:
         for p, b in leaders(cluster, topic, count).items()
     )
     return {
-        "case": f"{case}-{count}",
+        "case": case,
         "seconds": round(elapsed, 3),
         "per_partition_ms": round(elapsed / count * 1000, 3),
     }
