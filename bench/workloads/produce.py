@@ -122,32 +122,32 @@ async def _case(rows, params, cluster, topic, rf, acks, size, producers) -> dict
         async with cluster.producer(
             acks=acks, linger_ms=params.linger_ms, batch_size=params.batch_bytes
         ) as producer:
-            slots = trio.Semaphore(params.in_flight)
+            # `in_flight` senders, each sending its next record once the last is acked: a
+            # task per record cost as much as the producer's own work per record.
+            numbers = itertools.count(index, producers)
 
-            async def send_one(sequence: int) -> None:
-                began = trio.current_time()
-                try:
-                    await producer.send(topic, value, partition=sequence % params.partitions)
-                    outcome = "ok"
-                except Exception as error:  # counted, not fatal: the row says which
-                    outcome = type(error).__name__
-                finally:
-                    slots.release()
-                if outcome == "ok":
-                    tally.records += 1
-                if sequence % params.sample_every == 0 or outcome != "ok":
-                    rows.write(
-                        case=case, op="send", params=case_params, start_time=stamp(began),
-                        latency_ns=round((trio.current_time() - began) * 1e9),
-                        nbytes=size, outcome=outcome,
-                    )  # fmt: skip
-
-            async with trio.open_nursery() as sends:
-                for sequence in itertools.count(index, producers):
+            async def sender() -> None:
+                for sequence in numbers:
                     if trio.current_time() >= end:
-                        break
-                    await slots.acquire()
-                    sends.start_soon(send_one, sequence)
+                        return
+                    began = trio.current_time()
+                    try:
+                        await producer.send(topic, value, partition=sequence % params.partitions)
+                        outcome = "ok"
+                    except Exception as error:  # counted, not fatal: the row says which
+                        outcome = type(error).__name__
+                    if outcome == "ok":
+                        tally.records += 1
+                    if sequence % params.sample_every == 0 or outcome != "ok":
+                        rows.write(
+                            case=case, op="send", params=case_params, start_time=stamp(began),
+                            latency_ns=round((trio.current_time() - began) * 1e9),
+                            nbytes=size, outcome=outcome,
+                        )  # fmt: skip
+
+            async with trio.open_nursery() as senders:
+                for _ in range(params.in_flight):
+                    senders.start_soon(sender)
 
     async def measure() -> tuple[int, float]:
         await trio.sleep(params.warmup)

@@ -37,13 +37,15 @@ def record_size(key: bytes | None, value: bytes | None) -> int:
 
 @attrs.define(eq=False)
 class ProducerBatch:
-    """Records of one partition sent (and retried) together. `completions[i]` is what
-    the producer resolves for `records[i]`; the accumulator never looks at it."""
+    """Records of one partition sent (and retried) together. `completions[i]`, when
+    given, is what the caller resolves for `records[i]`, and `outcome` what it resolves
+    for the whole batch; the accumulator never looks at either."""
 
     tp: TopicPartition
     created: float  # when the first record was appended (delivery timeout counts from it)
     records: list[tuple[int, bytes | None, bytes | None]] = attrs.field(factory=list)
     completions: list[Any] = attrs.field(factory=list)
+    outcome: Any = None
     size: int = HEADER_SIZE
     closed: bool = False
     attempts: int = 0  # sends so far
@@ -87,7 +89,8 @@ class RecordAccumulator:
             batch = ProducerBatch(tp, now)
             queue.append(batch)
         batch.records.append((timestamp, key, value))
-        batch.completions.append(completion)
+        if completion is not None:
+            batch.completions.append(completion)
         batch.size += size
         if batch.size >= self.batch_size:
             batch.closed = True
