@@ -8,7 +8,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-import attrs
 import trio
 
 from kcore.common import TopicPartition
@@ -108,18 +107,3 @@ async def poll_until(
     with trio.fail_after(timeout):
         while not condition():  # noqa: ASYNC110
             await trio.sleep(every)
-
-
-@attrs.frozen
-class WallStamp:
-    """Trio clock readings as wall-clock stamps, with one wall-clock read per run."""
-
-    wall_start: float
-    trio_start: float
-
-    @classmethod
-    def now(cls) -> WallStamp:
-        return cls(time.time(), trio.current_time())
-
-    def __call__(self, trio_time: float) -> float:
-        return self.wall_start + (trio_time - self.trio_start)

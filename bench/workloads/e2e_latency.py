@@ -13,9 +13,10 @@ import struct
 import attrs
 import trio
 
+from bench._clock import WallStamp
 from bench._rows import RowWriter
 from bench.workloads import Summary, WorkloadOptions, workload
-from bench.workloads._cluster import WallStamp, create_topic, open_bench_cluster
+from bench.workloads._cluster import create_topic, open_bench_cluster
 from kcore.common import TopicPartition
 
 NAME = "e2e-latency"

@@ -23,11 +23,11 @@ from __future__ import annotations
 import attrs
 import trio
 
+from bench._clock import WallStamp
 from bench._rows import RowWriter
 from bench.workloads import Summary, WorkloadOptions, workload
 from bench.workloads._cluster import (
     SESSION_TIMEOUT_MS,
-    WallStamp,
     create_topic,
     leaders,
     open_bench_cluster,

@@ -17,6 +17,7 @@ import attrs
 import trio
 
 import transport
+from bench._clock import WallStamp
 from bench._rows import RowWriter
 from bench.workloads import Summary, WorkloadOptions, workload
 
@@ -64,24 +65,13 @@ async def run_transport_raw(
     rows: RowWriter, params: RawParams, network: transport.Network | None = None
 ) -> Summary:
     network = transport.TcpNetwork() if network is None else network
-    stamp = _WallStamp(rows.clock(), trio.current_time())
+    stamp = WallStamp.now(rows.clock)
     summary = []
     for frame_bytes, per_send in params.stream_cases:
         summary.append(await _stream(rows, params, network, stamp, frame_bytes, per_send))
     for in_flight in params.in_flight:
         summary.append(await _round_trips(rows, params, network, stamp, in_flight))
     return summary
-
-
-@attrs.frozen
-class _WallStamp:
-    """Turns Trio clock readings into wall-clock stamps with one wall-clock read per run."""
-
-    wall_start: float
-    trio_start: float
-
-    def __call__(self, trio_time: float) -> float:
-        return self.wall_start + (trio_time - self.trio_start)
 
 
 def _size_name(nbytes: int) -> str:
@@ -110,7 +100,7 @@ async def _stream(
     rows: RowWriter,
     params: RawParams,
     network: transport.Network,
-    stamp: _WallStamp,
+    stamp: WallStamp,
     frame_bytes: int,
     per_send: int,
 ) -> dict[str, object]:
@@ -183,7 +173,7 @@ async def _round_trips(
     rows: RowWriter,
     params: RawParams,
     network: transport.Network,
-    stamp: _WallStamp,
+    stamp: WallStamp,
     in_flight: int,
 ) -> dict[str, object]:
     case = f"round-trip-x{in_flight}"

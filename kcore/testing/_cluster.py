@@ -151,6 +151,8 @@ class EmbeddedCluster:
         return await self.start_broker(broker_id)
 
     async def expire_session(self, broker_id: int) -> None:
+        if self.external_zookeeper is not None:
+            raise ValueError(f"ZooKeeper runs elsewhere ({self.external_zookeeper})")
         broker = self._running(broker_id)
         await self.zk_server.expire_session(broker.zk.session_id)
 

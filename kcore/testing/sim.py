@@ -23,12 +23,13 @@ import trio.testing
 
 import zkstub
 from actors.testing import pinned_scheduler
-from kcore import errors, zkdata
+from kcore import errors
 from kcore.common import LeaderAndIsr, TopicPartition
 from kcore.log import iter_batch_records
 from kcore.testing._cluster import EmbeddedCluster, broker_node, open_cluster
 from kcore.testing.history import CheckResult, Outcome, ProduceOp, check
 from kcore.testing.invariants import InvariantChecker, InvariantViolation
+from kcore.zk_client import KafkaZkClient
 
 logger = logging.getLogger("kcore.testing.sim")
 
@@ -250,12 +251,9 @@ class Simulation:
     async def partition_state(self, partition: int) -> LeaderAndIsr | None:
         """The partition's leader, ISR and epoch as the controller last wrote them to
         ZooKeeper (None while the topic's znode is not there)."""
-        tp = TopicPartition(TOPIC, partition)
-        try:
-            data, stat = await self.cluster.zk.get(zkdata.partition_state_path(tp))
-        except zkstub.NoNodeError:
-            return None
-        return zkdata.decode_partition_state(tp, data, stat.version).leader_and_isr
+        zk = KafkaZkClient(self.cluster.zk, clock=self.cluster.clock)
+        state = await zk.get_partition_state(TopicPartition(TOPIC, partition))
+        return None if state is None else state.leader_and_isr
 
     def isr_of(self, partition: int) -> tuple[int, ...]:
         """The ISR as the current leader has it (empty without a leader)."""
