@@ -33,12 +33,12 @@ class PlainDisplay(Display):
         self._last_status = 0.0
         self._window: dict = {}
 
-    def _line(self, progress: Progress, text: str) -> None:
+    def _line(self, text: str) -> None:
         stamp = time.strftime("%H:%M:%S")
         print(f"{stamp} {text}", file=self.out, flush=True)
 
     def event(self, progress: Progress, text: str) -> None:
-        self._line(progress, text)
+        self._line(text)
 
     def refresh(self, progress: Progress) -> None:
         now = time.monotonic()
@@ -52,7 +52,6 @@ class PlainDisplay(Display):
         )
         errors = sum(progress.send_errors.values())
         self._line(
-            progress,
             f"status: acked {len(progress.acked)} ({produced:.0f}/s), consumed "
             f"{len(progress.consumed)} ({consumed:.0f}/s), send errors {errors}, "
             f"offline partitions {offline or 'none'}",
