@@ -19,13 +19,19 @@ import zkstub
 from kcore import zkdata
 from kcore.common import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from kcore.server.partition import IsrProposal
+from kcore.zk_client import RetryUntilConnected
 
 logger = logging.getLogger("kcore.server.isr_updates")
 
 
 async def write_isr(zk, proposal: IsrProposal) -> int | None:
     """Writes the proposal; the znode's new version (the new partition epoch), or None when
-    the znode changed since the leader read it."""
+    the znode changed since the leader read it. A lost connection is no answer: the write
+    is sent again once connected, as Kafka's are; if the first attempt did apply, the
+    second meets BadVersion and the check below finds our own state there. (Reading that
+    check once, without waiting to be connected, took a lost reply for a stale epoch: the
+    leader then waited for a LeaderAndIsr that never came, its ISR frozen.)"""
+    zk = zk if isinstance(zk, RetryUntilConnected) else RetryUntilConnected(zk)
     state = LeaderIsrAndControllerEpoch(
         LeaderAndIsr(
             proposal.leader, proposal.leader_epoch, proposal.isr, proposal.partition_epoch
@@ -37,7 +43,7 @@ async def write_isr(zk, proposal: IsrProposal) -> int | None:
         stat = await zk.set(
             path, zkdata.encode_partition_state(state), version=proposal.partition_epoch
         )
-    except (zkstub.BadVersionError, zkstub.ConnectionLossError) as error:
+    except zkstub.BadVersionError as error:
         # After a lost connection the write may have applied: if the znode holds exactly
         # what we wrote, it did (Kafka's checker in conditionalUpdatePath).
         version = await _version_if_written(zk, proposal.tp, state)

@@ -31,6 +31,7 @@ REGRESSIONS = {
     122: (20.0, "zkstub: a watch event lost with its connection; controller missed a death"),
     151: (20.0, "controller: an ISR removal whose reply was lost left a leader on an old epoch"),
     1396: (20.0, "zkstub: a request waiting out a disconnection deadlocked session expiry"),
+    2441: (20.0, "broker: an ISR write's lost reply read as a stale epoch froze the ISR"),
 }
 
 
