@@ -13,6 +13,8 @@ decoding as well as the sender's encoding.
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import trio
 
@@ -26,6 +28,8 @@ __all__ = ["RawParams", "params_for", "run_transport_raw"]
 NAME = "transport-raw"
 END_OF_STREAM = None  # the sender's last message
 ECHO = 1  # the echo server's api key
+MIN_MEASURED_FRAMES = 128
+MIN_SAMPLES = 16  # round trips measured at the least
 
 
 @attrs.frozen
@@ -113,7 +117,9 @@ async def _stream(
     messages = [payload_for_frame(frame_bytes)] * per_send
     intervals: list[tuple[float, float, int]] = []
     received_all = trio.Event()
-    measure_from = trio.current_time() + params.warmup
+    # Set once connected: the warm-up and the measured time count from there, so a slow
+    # set-up (a loaded machine) cannot eat them.
+    measure_from = math.inf
 
     async def receive(conn: transport.MessageConnection) -> None:
         started = None
@@ -138,9 +144,15 @@ async def _stream(
     async with trio.open_nursery() as nursery:
         address = await _serve(nursery, network, receive)
         conn = await network.connect(address)
+        measure_from = trio.current_time() + params.warmup
         stop_at = measure_from + params.duration
-        while trio.current_time() < stop_at:
+        # At least MIN_MEASURED_FRAMES go out after the warm-up, so even a tiny run
+        # measures something (the receiver looks at the clock every 32 frames).
+        measured_frames = 0
+        while trio.current_time() < stop_at or measured_frames < MIN_MEASURED_FRAMES:
             await conn.send_many(messages)
+            if trio.current_time() >= measure_from:
+                measured_frames += per_send
         await conn.send(END_OF_STREAM)
         await received_all.wait()
         await conn.aclose()
@@ -195,7 +207,8 @@ async def _round_trips(
             stop_at = measure_from + params.duration
 
             async def requester() -> None:
-                while (start := trio.current_time()) < stop_at:
+                # (at least a few measured round trips, however slow the machine)
+                while (start := trio.current_time()) < stop_at or len(samples) < MIN_SAMPLES:
                     response = await rpc.request(ECHO, body)
                     if start >= measure_from:
                         samples.append((start, trio.current_time(), response.error_code))
