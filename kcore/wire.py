@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
 import operator
 import types
 import typing
@@ -170,31 +171,18 @@ def _union_decoder(tp: Any) -> Decoder:
 
 def _tuple_decoder(tp: Any) -> Decoder:
     args = typing.get_args(tp)
-    if len(args) == 2 and args[1] is Ellipsis:
-        item_decoder = _decoder(args[0])
+    variable = len(args) == 2 and args[1] is Ellipsis
+    decoders = [_decoder(args[0])] if variable else [_decoder(arg) for arg in args]
 
-        def decode_items(value: Any) -> tuple:
-            if not isinstance(value, list):
-                raise _Bad(f"expected a list, got {type(value).__name__}")
-            items = []
-            for index, item in enumerate(value):
-                try:
-                    items.append(item_decoder(item))
-                except _Bad as bad:
-                    bad.path.append(f"[{index}]")
-                    raise
-            return tuple(items)
-
-        return decode_items
-    decoders = [_decoder(arg) for arg in args]
-
-    def decode_fixed(value: Any) -> tuple:
+    def decode(value: Any) -> tuple:
         if not isinstance(value, list):
             raise _Bad(f"expected a list, got {type(value).__name__}")
-        if len(decoders) != len(value):
+        if not variable and len(decoders) != len(value):
             raise _Bad(f"expected {len(decoders)} items, got {len(value)}")
+        # `tuple[X, ...]`: X's decoder for every item; `tuple[X, Y]`: one per position.
+        per_item = itertools.repeat(decoders[0]) if variable else decoders
         items = []
-        for index, (item_decoder, item) in enumerate(zip(decoders, value, strict=True)):
+        for index, (item_decoder, item) in enumerate(zip(per_item, value, strict=False)):
             try:
                 items.append(item_decoder(item))
             except _Bad as bad:
@@ -202,7 +190,7 @@ def _tuple_decoder(tp: Any) -> Decoder:
                 raise
         return tuple(items)
 
-    return decode_fixed
+    return decode
 
 
 def _dict_decoder(tp: Any) -> Decoder:

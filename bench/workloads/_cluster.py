@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import trio
-
 from kcore.common import TopicPartition
-from kcore.testing import EmbeddedCluster, open_cluster
+from kcore.testing import EmbeddedCluster, open_cluster, poll_until
 
 SESSION_TIMEOUT_MS = 6000  # how long a dead broker goes unnoticed (failover workloads)
 
@@ -97,13 +95,3 @@ async def wait_until_led(
         return not pending
 
     await poll_until(all_led, timeout=timeout, every=0.01)
-
-
-async def poll_until(
-    condition: Callable[[], bool], *, timeout: float = 300.0, every: float = 0.005
-) -> None:
-    """Polls a condition over many brokers' in-process state (no single event says it
-    holds); the measured times are this precise."""
-    with trio.fail_after(timeout):
-        while not condition():  # noqa: ASYNC110
-            await trio.sleep(every)

@@ -31,10 +31,10 @@ from bench.workloads._cluster import (
     create_topic,
     leaders,
     open_bench_cluster,
-    poll_until,
     wait_until_led,
 )
 from kcore.common import TopicPartition
+from kcore.testing import poll_until
 
 QUICK_SESSION_TIMEOUT_MS = 2000
 
@@ -201,7 +201,7 @@ async def _controller_case(rows, params, cluster, count) -> dict[str, object]:
     old_epoch = cluster.controller_epoch()
     killed_at = trio.current_time()
     await cluster.kill_broker(old)
-    await poll_until(lambda: cluster.controller_id() not in (None, old))
+    await poll_until(lambda: cluster.controller_id() not in (None, old), timeout=300, every=0.005)
     elected_at = trio.current_time()
     new = cluster.controller_id()
     epoch = cluster.brokers[new].controller.epoch
@@ -209,7 +209,9 @@ async def _controller_case(rows, params, cluster, count) -> dict[str, object]:
         lambda: all(
             b.metadata_cache.controller_id == new and b.metadata_cache.controller_epoch == epoch
             for b in cluster.brokers.values()
-        )
+        ),
+        timeout=300,
+        every=0.005,
     )
     converged_at = trio.current_time()
     for op, since, until in (

@@ -275,10 +275,13 @@ async def _watch(
 ) -> None:
     zk = KafkaZkClient(target.zk, clock=lambda: 0.0)
     high_watermarks: dict[int, int] = {}
+    # Read once: the demo never reassigns (the topic exists before the watch starts).
+    found = await zk.get_replica_assignment(TOPIC)
+    assignment = {} if found is None else found[1]
     async with target.consumer() as offsets:
         while True:
             began = trio.current_time()
-            view = await _look(zk, options, progress, offsets, high_watermarks)
+            view = await _look(zk, options, progress, offsets, high_watermarks, assignment)
             logger.debug("looked at the cluster in %.3fs", trio.current_time() - began)
             for text in events_between(progress.view, view):
                 say(text)
@@ -294,6 +297,7 @@ async def _look(
     progress: Progress,
     offsets: Any,
     high_watermarks: dict[int, int],
+    assignment: dict[int, Any],
 ) -> ClusterView:
     live = frozenset(await zk.get_all_brokers())
     controller = await zk.get_controller_id()
@@ -303,8 +307,6 @@ async def _look(
         for tp, offset in (await offsets.end_offsets(tps)).items():
             high_watermarks[tp.partition] = offset
     partitions = {}
-    found = await zk.get_replica_assignment(TOPIC)
-    assignment = {} if found is None else found[1]
     for tp in tps:
         state = await zk.get_partition_state(tp)
         if state is None:

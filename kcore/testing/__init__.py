@@ -9,5 +9,14 @@ from kcore.testing._cluster import (
     broker_node,
     open_cluster,
 )
+from kcore.testing._poll import poll_until
 
-__all__ = ["BROKER_PORT", "ZK_NODE", "ZK_PORT", "EmbeddedCluster", "broker_node", "open_cluster"]
+__all__ = [
+    "BROKER_PORT",
+    "ZK_NODE",
+    "ZK_PORT",
+    "EmbeddedCluster",
+    "broker_node",
+    "open_cluster",
+    "poll_until",
+]

@@ -27,6 +27,7 @@ from kcore import errors
 from kcore.common import LeaderAndIsr, TopicPartition
 from kcore.log import iter_batch_records
 from kcore.testing._cluster import EmbeddedCluster, broker_node, open_cluster
+from kcore.testing._poll import poll_until
 from kcore.testing.history import CheckResult, Outcome, ProduceOp, check
 from kcore.testing.invariants import InvariantChecker, InvariantViolation
 from kcore.zk_client import KafkaZkClient
@@ -267,9 +268,7 @@ class Simulation:
 
     async def wait_until(self, condition: Callable[[], bool], timeout: float = 120.0) -> None:
         """Waits (in virtual time) for a condition over many brokers' state."""
-        with trio.fail_after(timeout):
-            while not condition():  # noqa: ASYNC110 (no single event to wait for)
-                await trio.sleep(0.05)
+        await poll_until(condition, timeout=timeout)
 
     def acked(self) -> int:
         return sum(op.outcome is Outcome.OK for op in self.ops)
@@ -377,10 +376,7 @@ class Simulation:
             self.log(f"restart broker {broker_id} (settling)")
             await self.cluster.start_broker(broker_id)
         self.down.clear()
-        with trio.fail_after(self.config.settle_seconds):
-            # Convergence is a property of many brokers' state, no one event: poll it.
-            while not self._converged():  # noqa: ASYNC110
-                await trio.sleep(0.5)
+        await poll_until(self._converged, timeout=self.config.settle_seconds, every=0.5)
         self.log("converged")
 
     def _converged(self) -> bool:
