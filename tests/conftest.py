@@ -54,7 +54,7 @@ def pytest_timeout_set_timer(item, settings):
             token = None
         if token is None:
             pytest_timeout.timeout_sigalrm(item, settings)
-        else:
+        elif settings.disable_debugger_detection or not pytest_timeout.is_debugging():
             token.run_sync_soon(_crash_trio_run, settings.timeout)
 
     backstop = threading.Timer(
