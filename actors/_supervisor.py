@@ -26,6 +26,23 @@ ChildFn = Callable[..., Awaitable[Any]]
 
 
 @attrs.define(eq=False)
+class _RunStatus(trio.TaskStatus[Any]):
+    """The `task_status` one run of a child gets: its `started(value)` goes to whoever still
+    waits for the child, which is the caller of `Supervisor.start` until some run has
+    started (a run that fails before `started()` leaves the caller waiting for the restart),
+    and nobody after that."""
+
+    waiting: trio.TaskStatus[Any]
+    called: bool = False
+
+    def started(self, value: Any = None) -> None:
+        if self.called:
+            raise RuntimeError("called 'started' twice on the same task status")
+        self.called = True
+        self.waiting.started(value)
+
+
+@attrs.define(eq=False)
 class Supervisor:
     max_restarts: int
     within: float
@@ -36,9 +53,16 @@ class Supervisor:
     restarts: dict[str, int] = attrs.field(factory=dict)
 
     async def start(self, child: ChildFn | Actor, *args: Any, name: str | None = None) -> Any:
-        """Starts a child like `nursery.start` (waits for `task_status.started`) and
-        restarts it whenever it raises. An `Actor` runs its `run`. A child that returns
-        normally is done and not restarted."""
+        """Starts a child like `nursery.start` and restarts it whenever it raises. An `Actor`
+        runs its `run`. A child that returns normally is done and not restarted.
+
+        Returns the value the child passes to `task_status.started()`. A child that fails
+        before `started()` is restarted like any other and `start` waits on, returning what
+        the restarted child passes; a restarted child's later `started()` calls go nowhere.
+        If the child fails more often than the restart intensity allows before it starts,
+        the supervisor gives up as it would on any child (every child is cancelled) and
+        `start` raises RestartIntensityError (the child's last error is its `__cause__`),
+        the same error the supervisor's block then raises."""
         fn, name = self._resolve(child, name)
         return await self._nursery.start(self._supervise, child, fn, args, name)
 
@@ -65,10 +89,11 @@ class Supervisor:
         task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         failures: collections.deque[float] = collections.deque()
-        status = task_status
+        waiting = task_status
         while True:
+            run_status = _RunStatus(waiting)
             try:
-                await fn(*args, task_status=status)
+                await fn(*args, task_status=run_status)
                 return
             except Exception as error:
                 now = trio.current_time()
@@ -91,9 +116,12 @@ class Supervisor:
                     if self._fatal is None:
                         self._fatal = fatal
                     self.cancel()
+                    if waiting is not trio.TASK_STATUS_IGNORED and not run_status.called:
+                        raise fatal from error  # out of `start`, which still waits
                     return
                 logger.warning("%s: child %s failed, restarting: %r", self.name, name, error)
-                status = trio.TASK_STATUS_IGNORED
+            if run_status.called:
+                waiting = trio.TASK_STATUS_IGNORED
             if self.restart_delay:
                 await trio.sleep(self.restart_delay)
 
@@ -114,6 +142,11 @@ async def open_supervisor(
         raise ValueError(f"bad restart intensity: max_restarts={max_restarts}, within={within}")
     async with trio.open_nursery() as nursery:
         supervisor = Supervisor(max_restarts, within, restart_delay, name, nursery)
-        yield supervisor
+        try:
+            yield supervisor
+        except RestartIntensityError as error:
+            # `start` raised the supervisor's own give-up in the block: raised below, alone.
+            if error is not supervisor._fatal:
+                raise
     if supervisor._fatal is not None:
         raise supervisor._fatal

@@ -21,7 +21,6 @@ from transport._envelope import (
     NONE,
     PUSH_CORRELATION_ID,
     UNKNOWN_SERVER_ERROR,
-    Request,
     Response,
     RpcError,
 )
@@ -37,7 +36,7 @@ from transport._errors import (
 )
 from transport._network import ConnectionHandler, Listener, Network
 from transport._reconnect import RpcClient, open_rpc_client
-from transport._server import RpcServer, ServerConnection
+from transport._server import Request, RpcServer, ServerConnection
 from transport._sim import SimNetwork
 from transport._tcp import TcpNetwork
 from transport._tcp_cut import CuttableTcpNetwork

@@ -8,15 +8,10 @@ push     `[-1, 0, body]` (unsolicited, e.g. a watch event)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import attrs
 
 from transport._codec import DEFAULT_MAX_FRAME_BYTES, encode_frame
 from transport._errors import RemoteProtocolError
-
-if TYPE_CHECKING:
-    from transport._server import ServerConnection
 
 __all__ = [
     "INVALID_REQUEST",
@@ -24,7 +19,6 @@ __all__ = [
     "NONE",
     "PUSH_CORRELATION_ID",
     "UNKNOWN_SERVER_ERROR",
-    "Request",
     "Response",
     "RpcError",
     "encode_push",
@@ -47,16 +41,6 @@ MAX_CORRELATION_ID = 2**31 - 1  # Kafka's int32
 class Response:
     error_code: int
     body: object
-
-
-@attrs.frozen
-class Request:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    body: object
-    connection: ServerConnection = attrs.field(repr=False)
 
 
 class RpcError(Exception):

@@ -7,6 +7,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 
+import attrs
 import trio
 
 from transport._codec import DEFAULT_MAX_FRAME_BYTES
@@ -15,7 +16,6 @@ from transport._envelope import (
     INVALID_REQUEST,
     NONE,
     UNKNOWN_SERVER_ERROR,
-    Request,
     RpcError,
     encode_push,
     encode_response,
@@ -30,32 +30,24 @@ from transport._errors import (
 )
 from transport._writer import FrameWriter
 
-__all__ = ["Handler", "RpcServer", "ServerConnection"]
+__all__ = ["Handler", "Request", "RpcServer", "ServerConnection"]
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Request], Awaitable[object]]
-ConnectionHook = Callable[["ServerConnection"], object]
-_Work = tuple[int, Handler, Request]
-
 
 class ServerConnection:
-    """The server's side of one client connection."""
+    """The server's side of one client connection, as handlers and connection hooks see it:
+    who the peer is, `context` for what the application keeps per connection, `push`,
+    `close`, and `closed` (set once the connection is gone)."""
 
-    def __init__(self, connection: MessageConnection, max_frame_bytes: int) -> None:
+    def __init__(
+        self, connection: MessageConnection, writer: FrameWriter, *, max_frame_bytes: int
+    ) -> None:
         self.connection = connection
         self.context: dict[str, object] = {}
         self.closed = trio.Event()
+        self._writer = writer
         self._max_frame_bytes = max_frame_bytes
-        self._writer = FrameWriter(connection)
-        self._work: deque[_Work] = deque()
-        self._idle_workers = trio.lowlevel.ParkingLot()
-        self._workers = 0
-        self._reader_waiting = trio.lowlevel.ParkingLot()
-        self._in_flight = 0  # requests received whose response is not written yet
-        self._next_seq = 0
-        self._next_to_send = 0
-        self._finished: dict[int, bytes] = {}  # responses waiting for an earlier one
 
     def __repr__(self) -> str:
         return f"<ServerConnection from {self.peer_name}>"
@@ -81,12 +73,55 @@ class ServerConnection:
         running are cancelled."""
         self._writer.close_after_flush()
 
-    def _complete(self, seq: int, frame: bytes) -> None:
+
+@attrs.frozen
+class Request:
+    """A request as its handler gets it: the envelope's fields and the connection it came
+    on (to push to, close, or keep per-connection state in)."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: object
+    connection: ServerConnection = attrs.field(repr=False)
+
+
+Handler = Callable[[Request], Awaitable[object]]
+ConnectionHook = Callable[[ServerConnection], object]
+_Work = tuple[int, Handler, Request]
+
+
+class _Pipeline:
+    """The server's bookkeeping for one connection's requests between arrival and answer:
+    a sequence number per request so responses leave in arrival order, the count in flight
+    (reading pauses at the bound), and the queue the connection's workers take work from."""
+
+    def __init__(self, client: ServerConnection, writer: FrameWriter) -> None:
+        self.client = client
+        self.writer = writer
+        self.work: deque[_Work] = deque()
+        self.idle_workers = trio.lowlevel.ParkingLot()
+        self.workers = 0
+        self.reader_waiting = trio.lowlevel.ParkingLot()
+        self.in_flight = 0  # requests received whose response is not written yet
+        self._next_seq = 0
+        self._next_to_send = 0
+        self._finished: dict[int, bytes] = {}  # responses waiting for an earlier one
+
+    def admit(self) -> int:
+        """A request arrived: its sequence number."""
+        seq = self._next_seq
+        self._next_seq += 1
+        self.in_flight += 1
+        return seq
+
+    def complete(self, seq: int, frame: bytes) -> None:
         """A response is ready: queue it, and any later ones that were waiting for it."""
         if seq != self._next_to_send:
             self._finished[seq] = frame
             return
-        writer = self._writer
+        writer = self.writer
         writer.put(frame, counted=True)
         seq += 1
         finished = self._finished
@@ -98,10 +133,10 @@ class ServerConnection:
             seq += 1
         self._next_to_send = seq
 
-    def _written(self, count: int) -> None:
-        self._in_flight -= count
-        if self._reader_waiting:
-            self._reader_waiting.unpark()
+    def written(self, count: int) -> None:
+        self.in_flight -= count
+        if self.reader_waiting:
+            self.reader_waiting.unpark()
 
 
 class RpcServer:
@@ -146,36 +181,42 @@ class RpcServer:
 
     async def handle_connection(self, conn: MessageConnection) -> None:
         conn.max_frame_bytes = self.max_frame_bytes
-        client = ServerConnection(conn, self.max_frame_bytes)
+        writer = FrameWriter(conn)
+        client = ServerConnection(conn, writer, max_frame_bytes=self.max_frame_bytes)
+        pipeline = _Pipeline(client, writer)
         self._call_hook(self._on_connect, client)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._write_loop, client, nursery.cancel_scope)
-                nursery.start_soon(self._read_loop, client, nursery)
+                nursery.start_soon(self._write_loop, pipeline, nursery.cancel_scope)
+                nursery.start_soon(self._read_loop, pipeline, nursery)
         finally:
             client.closed.set()
             self._call_hook(self._on_disconnect, client)
             with trio.CancelScope(shield=True):
                 await conn.aclose()
 
-    async def _write_loop(self, client: ServerConnection, scope: trio.CancelScope) -> None:
+    async def _write_loop(self, pipeline: _Pipeline, scope: trio.CancelScope) -> None:
         try:
-            await client._writer.run(client._written)
+            await pipeline.writer.run(pipeline.written)
         except ConnectionClosedError as exc:
             log.debug(
-                "%s: connection from %s closed while writing: %s", self.name, client.peer_name, exc
+                "%s: connection from %s closed while writing: %s",
+                self.name,
+                pipeline.client.peer_name,
+                exc,
             )
         scope.cancel()
 
-    async def _read_loop(self, client: ServerConnection, nursery: trio.Nursery) -> None:
+    async def _read_loop(self, pipeline: _Pipeline, nursery: trio.Nursery) -> None:
+        client = pipeline.client
         conn = client.connection
         limit = self.max_in_flight_per_connection
         try:
             while True:
                 message = await conn.receive()
-                self._dispatch(client, message, nursery)
-                while client._in_flight >= limit:
-                    await client._reader_waiting.park()
+                self._dispatch(pipeline, message, nursery)
+                while pipeline.in_flight >= limit:
+                    await pipeline.reader_waiting.park()
         except TruncatedFrameError as exc:
             self._reject(client, exc)
         except ConnectionClosedError as exc:
@@ -188,34 +229,32 @@ class RpcServer:
         log.warning("%s: closing connection from %s: %s", self.name, client.peer_name, exc)
         client.close()
 
-    def _dispatch(self, client: ServerConnection, message: object, nursery: trio.Nursery) -> None:
+    def _dispatch(self, pipeline: _Pipeline, message: object, nursery: trio.Nursery) -> None:
         api_key, api_version, correlation_id, client_id, body = parse_request(message)
-        seq = client._next_seq
-        client._next_seq += 1
-        client._in_flight += 1
+        seq = pipeline.admit()
         handler = self.handlers.get(api_key)
         if handler is None:
             reason = f"unknown api key {api_key}"
-            log.warning("%s: %s in a request from %s", self.name, reason, client.peer_name)
-            client._complete(
+            log.warning("%s: %s in a request from %s", self.name, reason, pipeline.client.peer_name)
+            pipeline.complete(
                 seq, encode_response(correlation_id, INVALID_REQUEST, {"error_message": reason})
             )
             return
-        request = Request(api_key, api_version, correlation_id, client_id, body, client)
-        client._work.append((seq, handler, request))
+        request = Request(api_key, api_version, correlation_id, client_id, body, pipeline.client)
+        pipeline.work.append((seq, handler, request))
         # Hand the work to an idle worker, or start one; workers live as long as the
         # connection, so a steady stream of requests spawns no tasks.
-        if not client._idle_workers.unpark() and client._workers < self._max_workers:
-            client._workers += 1
-            nursery.start_soon(self._worker, client)
+        if not pipeline.idle_workers.unpark() and pipeline.workers < self._max_workers:
+            pipeline.workers += 1
+            nursery.start_soon(self._worker, pipeline)
 
-    async def _worker(self, client: ServerConnection) -> None:
-        work = client._work
+    async def _worker(self, pipeline: _Pipeline) -> None:
+        work = pipeline.work
         while True:
             while work:
                 seq, handler, request = work.popleft()
-                client._complete(seq, await self._answer(handler, request))
-            await client._idle_workers.park()
+                pipeline.complete(seq, await self._answer(handler, request))
+            await pipeline.idle_workers.park()
 
     async def _answer(self, handler: Handler, request: Request) -> bytes:
         """The encoded response frame for `request`: the handler's body, its RpcError, or

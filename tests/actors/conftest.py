@@ -1,8 +1,8 @@
-import math
-
 import attrs
 import pytest
 import trio
+
+from actors.testing import poll_until
 
 
 @attrs.frozen
@@ -47,13 +47,6 @@ class RecordingProcessor:
         self.preempt_tasks.append(trio.lowlevel.current_task())
 
 
-async def wait_until(predicate, timeout=math.inf):
-    """Waits (virtual time) until predicate() is true."""
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.001)
-
-
 @pytest.fixture
 def states():
     return {"idle": IDLE, "topic_change": TOPIC_CHANGE, "isr_change": ISR_CHANGE}
@@ -71,4 +64,4 @@ def processor():
 
 @pytest.fixture
 def until():
-    return wait_until
+    return poll_until

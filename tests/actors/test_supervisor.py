@@ -60,6 +60,93 @@ async def test_failures_spread_beyond_the_window_do_not_add_up(autojump_clock):
     assert supervisor.restarts == {"slow-failer": 5}
 
 
+async def test_child_failing_before_started_is_restarted_and_start_returns(autojump_clock):
+    runs = []
+
+    async def fails_first_before_started(task_status=trio.TASK_STATUS_IGNORED):
+        runs.append(trio.current_time())
+        if len(runs) < 3:
+            raise ConnectionError("not ready yet")
+        task_status.started(f"ready after {len(runs)} runs")
+        await trio.sleep_forever()
+
+    async with open_supervisor(max_restarts=3, within=10, restart_delay=1) as supervisor:
+        assert await supervisor.start(fails_first_before_started, name="late") == (
+            "ready after 3 runs"
+        )
+        supervisor.cancel()
+    assert runs == [0, 1, 2]
+    assert supervisor.restarts == {"late": 2}
+
+
+async def test_child_never_starting_within_the_intensity_makes_start_raise(autojump_clock):
+    runs = []
+    sibling_cancelled = trio.Event()
+
+    async def never_starts(task_status=trio.TASK_STATUS_IGNORED):
+        runs.append(1)
+        raise ConnectionError("cannot start")
+
+    async def sibling(task_status=trio.TASK_STATUS_IGNORED):
+        task_status.started()
+        try:
+            await trio.sleep_forever()
+        finally:
+            sibling_cancelled.set()
+
+    with pytest.raises(RestartIntensityError, match="failed 3 times within 10") as from_block:
+        async with open_supervisor(max_restarts=2, within=10) as supervisor:
+            await supervisor.start(sibling)
+            with pytest.raises(RestartIntensityError) as from_start:
+                await supervisor.start(never_starts, name="never")
+    assert from_start.value is from_block.value
+    assert isinstance(from_start.value.__cause__, ConnectionError)
+    assert len(runs) == 3
+    assert sibling_cancelled.is_set()
+
+
+async def test_start_error_left_uncaught_leaves_the_block_as_itself(autojump_clock):
+    async def never_starts(task_status=trio.TASK_STATUS_IGNORED):
+        raise ConnectionError("cannot start")
+
+    with pytest.raises(RestartIntensityError) as raised:
+        async with open_supervisor(max_restarts=1, within=10) as supervisor:
+            await supervisor.start(never_starts)
+    assert isinstance(raised.value.__cause__, ConnectionError)
+
+
+async def test_child_failing_after_started_is_restarted_without_a_second_start(autojump_clock):
+    runs = []
+    restarted = trio.Event()
+
+    async def fails_once_after_started(task_status=trio.TASK_STATUS_IGNORED):
+        runs.append(1)
+        task_status.started(f"run {len(runs)}")
+        if len(runs) == 1:
+            await trio.sleep(1)
+            raise ConnectionError("lost it")
+        restarted.set()
+        await trio.sleep_forever()
+
+    async with open_supervisor(max_restarts=3, within=10) as supervisor:
+        assert await supervisor.start(fails_once_after_started, name="once") == "run 1"
+        await restarted.wait()
+        supervisor.cancel()
+    assert supervisor.restarts == {"once": 1}
+
+
+async def test_a_child_calling_started_twice_in_one_run_is_an_error(autojump_clock):
+    async def starts_twice(task_status=trio.TASK_STATUS_IGNORED):
+        task_status.started()
+        task_status.started()
+
+    with pytest.raises(RestartIntensityError) as raised:
+        async with open_supervisor(max_restarts=0, within=10) as supervisor:
+            await supervisor.start(starts_twice)
+            await trio.sleep_forever()
+    assert "called 'started' twice" in str(raised.value.__cause__)
+
+
 class Greeter(Actor):
     async def on_start(self):
         self.starts = getattr(self, "starts", 0) + 1

@@ -1,17 +1,10 @@
 """The client contract, run against every target (see conftest.py)."""
 
 import pytest
-import trio
 
 import zkstub
+from actors.testing import poll_until
 from zkstub import ClientState, EventType, Op, WatchedEvent
-
-
-async def wait_until(condition, timeout: float = 30.0) -> None:
-    """Wait for `condition()` to hold (real ZooKeeper delivers through kazoo's threads)."""
-    with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.01)
 
 
 async def test_create_get_and_stat_fields(open_client, base):
@@ -259,7 +252,7 @@ async def test_delete_fires_data_and_child_watch_once_each(open_client, base):
     await zk.get_children(base, watch=parent_events.append)
     await writer.delete(f"{base}/d")
     await zk.exists(f"{base}/d")
-    await wait_until(lambda: data_events and child_events and parent_events)
+    await poll_until(lambda: data_events and child_events and parent_events)
     assert data_events == [WatchedEvent(EventType.DELETED, f"{base}/d")]
     assert child_events == [WatchedEvent(EventType.DELETED, f"{base}/d")]
     assert parent_events == [WatchedEvent(EventType.CHILD, base)]
@@ -277,7 +270,7 @@ async def test_child_watch_ignores_data_changes(open_client, base):
     assert events == []
     await writer.create(f"{base}/p/d")
     await zk.get_children(f"{base}/p")
-    await wait_until(lambda: events)
+    await poll_until(lambda: events)
     assert events == [WatchedEvent(EventType.CHILD, f"{base}/p")]
 
 
@@ -300,7 +293,7 @@ async def test_expiry_deletes_ephemerals_fires_watches_and_opens_a_new_session(
     zk.add_session_hooks(before_initializing_session=before, after_initializing_session=after)
     old_session = zk.session_id
     await controls.expire(zk)
-    await wait_until(lambda: deleted and len(hooks) == 2)
+    await poll_until(lambda: deleted and len(hooks) == 2)
     assert deleted == [WatchedEvent(EventType.DELETED, f"{base}/e")]
     assert hooks == [("before", ClientState.EXPIRED), ("after", ClientState.CONNECTED)]
     assert zk.session_id != old_session
@@ -324,12 +317,12 @@ async def test_reconnect_keeps_the_session_its_ephemerals_and_watches(
     zk.add_listener(states.append)
     session = zk.session_id
     await controls.drop_connection(zk)
-    await wait_until(lambda: ClientState.SUSPENDED in states)
-    await wait_until(lambda: zk.state is writer.state is ClientState.CONNECTED)
+    await poll_until(lambda: ClientState.SUSPENDED in states)
+    await poll_until(lambda: zk.state is writer.state is ClientState.CONNECTED)
     assert ClientState.EXPIRED not in states
     await writer.set(f"{base}/e", b"after")
     await zk.exists(f"{base}/e")
-    await wait_until(lambda: events)
+    await poll_until(lambda: events)
     assert events == [WatchedEvent(EventType.CHANGED, f"{base}/e")]
     assert zk.session_id == session
     assert (await writer.exists(f"{base}/e")).ephemeralOwner == session

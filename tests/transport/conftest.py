@@ -10,7 +10,6 @@ separate fixture.
 from __future__ import annotations
 
 import logging
-import math
 
 import attrs
 import pytest
@@ -93,18 +92,6 @@ def kit(network_kind: str) -> NetworkKit:
 @pytest.fixture
 def sim() -> transport.SimNetwork:
     return transport.SimNetwork(seed=11, trace=True)
-
-
-async def wait_until(predicate, timeout: float = math.inf) -> None:
-    """Polls `predicate` (each poll a short sleep: virtual time under MockClock)."""
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.001)
-
-
-@pytest.fixture
-def until():
-    return wait_until
 
 
 @pytest.fixture

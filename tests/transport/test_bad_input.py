@@ -9,6 +9,7 @@ import pytest
 import trio
 
 import transport
+from actors.testing import poll_until
 from transport import ConnectionClosedError, encode_frame, pack
 
 SERVER_LOG = "transport._server"
@@ -50,9 +51,7 @@ async def test_truncated_frame(kit, clock, rpc_server, warnings_from):
     frame = encode_frame([1, 0, 1, "mallory", "x" * 100])
     await conn.send_bytes(frame[:50])
     await conn.aclose()
-    with trio.fail_after(30):
-        while not warnings_from(SERVER_LOG):
-            await trio.sleep(0.001)
+    await poll_until(lambda: warnings_from(SERVER_LOG), timeout=30, every=0.001)
     line = the_one_line(warnings_from, kit, conn)
     assert "middle of a frame" in line and "50 bytes of an unfinished frame" in line
     await rpc_server.check_still_serving()

@@ -10,6 +10,7 @@ import trio
 import trio.testing
 
 import transport
+from actors.testing import poll_until
 from transport import (
     ConnectError,
     ConnectionClosedError,
@@ -178,9 +179,9 @@ async def test_pipelining_1000_requests_in_flight(kit, clock, nursery, gated):
         async with trio.open_nursery() as requests:
             for i in range(1000):
                 requests.start_soon(one, i)
-            with trio.fail_after(30):
-                while rpc.in_flight < 1000 or len(gated.started) < 128:
-                    await trio.sleep(0.001)
+            await poll_until(
+                lambda: rpc.in_flight >= 1000 and len(gated.started) >= 128, timeout=30, every=0.001
+            )
             # The server runs at most max_in_flight_per_connection (128) at once.
             await trio.testing.wait_all_tasks_blocked()
             assert len(gated.started) == 128
@@ -238,9 +239,7 @@ async def test_reading_pauses_at_max_in_flight(kit, clock, nursery, gated):
     _, served = await kit.start_rpc(nursery, {1: gated.handler}, max_in_flight_per_connection=4)
     conn = await kit.node("alice").connect(served.address)
     await conn.send_many([[1, 0, i, "alice", i] for i in range(20)])
-    with trio.fail_after(30):
-        while len(gated.started) < 4:
-            await trio.sleep(0.001)
+    await poll_until(lambda: len(gated.started) >= 4, timeout=30, every=0.001)
     await trio.testing.wait_all_tasks_blocked()
     assert gated.started == [0, 1, 2, 3]
     gated.gate.set()
@@ -350,9 +349,7 @@ async def test_connection_death_fails_every_pending_request(kit, clock, nursery,
         async with trio.open_nursery() as requests:
             for _ in range(10):
                 requests.start_soon(pending)
-            with trio.fail_after(30):
-                while rpc.in_flight < 10:
-                    await trio.sleep(0.001)
+            await poll_until(lambda: rpc.in_flight >= 10, timeout=30, every=0.001)
             served.stop()
         assert len(failures) == 10
         assert all(rpc.peer_name in failure for failure in failures)
@@ -428,9 +425,7 @@ async def test_client_reconnects_after_the_server_comes_back(kit, clock, nursery
         assert await client.request(1, "one") == Response(0, "one")
         assert client.connected
         served.stop()
-        with trio.fail_after(30):
-            while client.connected:
-                await trio.sleep(0.001)
+        await poll_until(lambda: not client.connected, timeout=30, every=0.001)
         with pytest.raises(ConnectError):
             await client.request(1, "nobody there", timeout=kit.short_timeout)
         await kit.start_server(nursery, server.handle_connection, port=port)
