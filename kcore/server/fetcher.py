@@ -122,7 +122,7 @@ class ReplicaFetcher:
     settings: FetcherSettings
     partitions: dict[TopicPartition, PartitionFetchState] = attrs.field(factory=dict)
     stopped: bool = attrs.field(default=False, init=False)
-    started_by_run: int = attrs.field(default=0, init=False)  # the manager's run that did
+    started_by_run: int = attrs.field(default=0, init=False)  # which run of the manager
     _runs: int = attrs.field(default=0, init=False)
     _cancel_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
     _changed: trio.Event = attrs.field(factory=trio.Event, init=False)

@@ -231,13 +231,10 @@ class ReplicaManager:
         """Each hosted replica's retention, in partition order, for the log manager."""
         limits = {}
         for tp in sorted(self.partitions):
-            config = self._topic_configs.get(tp.topic)
-            if config is not None:  # (read when the partition was created)
-                limits[tp] = RetentionLimits(
-                    config.retention_ms,
-                    config.retention_bytes,
-                    self.partitions[tp].high_watermark,
-                )
+            config = self._topic_configs[tp.topic]  # read when the partition was created
+            limits[tp] = RetentionLimits(
+                config.retention_ms, config.retention_bytes, self.partitions[tp].high_watermark
+            )
         return limits
 
     def _complete_delayed_requests(self, tp: TopicPartition) -> None:
