@@ -158,7 +158,7 @@ class LogManager:
                 tp, segment_bytes=config.segment_bytes, segment_ms=config.segment_ms
             )
         else:
-            with log_dir_failures.handling_io_errors(str(log_dir), f"create the log of {tp}"):
+            with log_dir_failures.handling_io_errors(str(log_dir), "create the log of", tp):
                 log = PartitionLog(
                     log_dir / partition_dir_name(tp),
                     segment_bytes=config.segment_bytes,
@@ -183,12 +183,11 @@ class LogManager:
         return str(self._dir_of[tp])
 
     def delete_log(self, tp: TopicPartition, log_dir_failures: LogDirFailureChannel) -> None:
-        log_dir = self._dir_of.get(tp)
         log = self.logs.pop(tp, None)
-        self._dir_of.pop(tp, None)
-        if log is None or log_dir is None:
+        log_dir = self._dir_of.pop(tp, None)
+        if log is None:
             return
-        with log_dir_failures.handling_io_errors(str(log_dir), f"delete the log of {tp}"):
+        with log_dir_failures.handling_io_errors(str(log_dir), "delete the log of", tp):
             log.close()
             if self.memory is not None:
                 self.memory.logs.pop(tp, None)
@@ -249,7 +248,7 @@ class LogManager:
         """A clean shutdown: flush, close, and checkpoint so the next start skips recovery."""
         for tp in sorted(self.logs):
             try:
-                with log_dir_failures.handling_io_errors(self.log_dir_of(tp), f"close {tp}"):
+                with log_dir_failures.handling_io_errors(self.log_dir_of(tp), "close", tp):
                     self.logs[tp].close()
             except errors.KafkaStorageError as error:
                 logger.error("Closing the log of %s failed: %s", tp, error)
@@ -267,7 +266,7 @@ class LogManager:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Every `interval_ms` (replica.high.watermark.checkpoint.interval.ms), writes the
-        replicas' high watermarks, so a restart does not expose less than was committed."""
+        replicas' high watermarks, which a restarted broker starts its replicas from."""
         task_status.started()
         while True:
             await trio.sleep(interval_ms / 1000)
@@ -294,7 +293,7 @@ class LogManager:
                     continue
                 try:
                     with log_dir_failures.handling_io_errors(
-                        self.log_dir_of(tp), f"delete old segments of {tp}"
+                        self.log_dir_of(tp), "delete old segments of", tp
                     ):
                         log.delete_old_segments(
                             now, limit.retention_ms, limit.retention_bytes, limit.high_watermark
