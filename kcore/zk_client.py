@@ -1,4 +1,6 @@
-"""KafkaZkClient: Kafka's ZooKeeper operations on top of any zkstub client.
+"""KafkaZkClient: Kafka's ZooKeeper operations on top of any zkstub client, the one place in
+kcore's runtime that knows znode operations (the paths and JSON are `kcore.zkdata`'s).
+Everything else calls its named methods and catches `ZooKeeperError`.
 
 Every write the controller makes goes through `fenced(...)`: a multi whose first op checks
 the version of `/controller_epoch` the controller was elected with, so a controller that was
@@ -8,15 +10,17 @@ ControllerMovedError, as in Kafka.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Self
 
 import attrs
 import trio
 
 import zkstub
-from kcore import zkdata
+from kcore import errors, zkdata
 from kcore.common import (
     Broker,
     LeaderAndIsr,
@@ -27,9 +31,11 @@ from kcore.common import (
 
 logger = logging.getLogger("kcore.zk_client")
 
-INITIAL_CONTROLLER_EPOCH = 0
-INITIAL_CONTROLLER_EPOCH_ZK_VERSION = 0
 MATCH_ANY_VERSION = -1
+
+# The base class of every ZooKeeper failure, under kcore's name: callers catch it without
+# importing zkstub.
+ZooKeeperError = zkstub.ZkError
 
 
 class ControllerMovedError(Exception):
@@ -91,9 +97,12 @@ class RetryUntilConnected:
     that met one is sent again once the session is back. An expired session, and every
     other error, is an answer. A write may then be applied twice, which callers already
     handle as Kafka's do: NodeExists from our own earlier create (`_checked_ephemeral_create`,
-    `_check_controller_and_epoch`), BadVersion from our own earlier update (a re-read)."""
+    `_check_controller_and_epoch`), BadVersion from our own earlier update (a re-read).
 
-    zk: Any
+    It is a `zkstub.ZkClient` itself: what is no request (session, state, listeners, hooks,
+    closing) is the wrapped client's."""
+
+    zk: zkstub.ZkClient
 
     async def _retry(self, method: str, *args: Any, **kwargs: Any) -> Any:
         call = getattr(self.zk, method)
@@ -125,16 +134,75 @@ class RetryUntilConnected:
     async def delete(self, *args: Any, **kwargs: Any) -> Any:
         return await self._retry("delete", *args, **kwargs)
 
-    def __getattr__(self, name: str) -> Any:
-        # Everything that is no request (session id, state, listeners, hooks) is the client's.
-        if name == "zk":
-            raise AttributeError(name)
-        return getattr(self.zk, name)
+    @property
+    def session_id(self) -> int:
+        return self.zk.session_id
+
+    @property
+    def session_timeout(self) -> float:
+        return self.zk.session_timeout
+
+    @property
+    def state(self) -> zkstub.ClientState:
+        return self.zk.state
+
+    @property
+    def chroot(self) -> str:
+        return self.zk.chroot
+
+    def add_listener(self, listener: Callable[[zkstub.ClientState], None]) -> None:
+        self.zk.add_listener(listener)
+
+    def remove_listener(self, listener: Callable[[zkstub.ClientState], None]) -> None:
+        self.zk.remove_listener(listener)
+
+    def add_session_hooks(
+        self,
+        before_initializing_session: Callable[[], Awaitable[None]] | None = None,
+        after_initializing_session: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.zk.add_session_hooks(before_initializing_session, after_initializing_session)
+
+    async def aclose(self) -> None:
+        await self.zk.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _retrying(zk: zkstub.ZkClient) -> RetryUntilConnected:
+    return zk if isinstance(zk, RetryUntilConnected) else RetryUntilConnected(zk)
+
+
+@contextlib.asynccontextmanager
+async def open_kafka_zk_client(
+    connect: str,
+    *,
+    session_timeout: float,
+    connect_timeout: float,
+    network: Any,
+    rng: random.Random,
+    clock: Callable[[], float],
+) -> AsyncIterator[KafkaZkClient]:
+    """A session to `zookeeper.connect` (a zkstub server, or a real ZooKeeper with the
+    `zookeeper://` scheme), ended on leaving the block as `zkstub.connect` ends it: closed,
+    or abandoned to expire when the block is cancelled or fails (a crash)."""
+    async with zkstub.connect(
+        connect,
+        session_timeout=session_timeout,
+        connect_timeout=connect_timeout,
+        network=network,
+        rng=rng,
+    ) as zk:
+        yield KafkaZkClient(zk, clock)
 
 
 @attrs.define
 class KafkaZkClient:
-    zk: Any = attrs.field(converter=RetryUntilConnected)  # any zkstub ZkClient
+    zk: zkstub.ZkClient = attrs.field(converter=_retrying)  # any zkstub client, retried
     clock: Callable[[], float]  # wall clock (seconds) for the timestamps Kafka stamps
     # The session this client registered its ephemerals with (KAFKA-7165: an ephemeral
     # left by our own previous session is deleted and re-created).
@@ -142,6 +210,41 @@ class KafkaZkClient:
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+    @property
+    def _single_attempt(self) -> zkstub.ZkClient:
+        """The client without RetryUntilConnected, for requests whose caller answers a
+        lost connection itself: sent again, they could misreport (a topic create that did
+        apply would meet NodeExists and answer TOPIC_ALREADY_EXISTS)."""
+        return self.zk.zk
+
+    # -- the session ----------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> int:
+        return self.zk.session_id
+
+    async def close(self) -> None:
+        """Closes the session cleanly: its ephemerals (the broker's registration, the
+        /controller it holds) go at once."""
+        await self.zk.aclose()
+
+    def abort(self) -> None:
+        """Drops the connection without closing the session (a crashed process): the
+        ephemerals stay until the session expires. A client that cannot (the kazoo
+        adapter) is left as it is."""
+        abort = getattr(self.zk.zk, "abort", None)
+        if abort is not None:
+            abort()
+
+    def add_session_hooks(
+        self,
+        before_initializing_session: Callable[[], Awaitable[None]] | None = None,
+        after_initializing_session: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """Awaited around each new session after an expiry: `before` once the old one is
+        gone, `after` once the new one exists (what Kafka's controller re-registers on)."""
+        self.zk.add_session_hooks(before_initializing_session, after_initializing_session)
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -304,13 +407,14 @@ class KafkaZkClient:
     async def _maybe_create_controller_epoch(self) -> tuple[int, int]:
         try:
             await self.zk.create(
-                zkdata.CONTROLLER_EPOCH, zkdata.encode_controller_epoch(INITIAL_CONTROLLER_EPOCH)
+                zkdata.CONTROLLER_EPOCH,
+                zkdata.encode_controller_epoch(zkdata.INITIAL_CONTROLLER_EPOCH),
             )
             logger.info(
                 "Successfully created %s with initial epoch %d",
-                zkdata.CONTROLLER_EPOCH, INITIAL_CONTROLLER_EPOCH,
+                zkdata.CONTROLLER_EPOCH, zkdata.INITIAL_CONTROLLER_EPOCH,
             )  # fmt: skip
-            return INITIAL_CONTROLLER_EPOCH, INITIAL_CONTROLLER_EPOCH_ZK_VERSION
+            return zkdata.INITIAL_CONTROLLER_EPOCH, zkdata.INITIAL_CONTROLLER_EPOCH_ZK_VERSION
         except zkstub.NodeExistsError:
             current = await self.get_controller_epoch()
             if current is None:
@@ -392,6 +496,81 @@ class KafkaZkClient:
             zkstub.Op.set(zkdata.topic_path(topic), zkdata.encode_topic(topic_id, assignment)),
             expected_epoch_zk_version,
         )
+
+    async def create_topic(
+        self,
+        name: str,
+        topic_id: str,
+        assignment: Mapping[int, Sequence[int]],
+        configs: Mapping[str, str],
+    ) -> None:
+        """Writes the topic's config and assignment (Kafka: config first, so the controller
+        and brokers never see a topic without its overrides). TopicAlreadyExistsError when
+        its assignment is there already. (Kafka's AdminZkClient.)"""
+        zk = self._single_attempt
+        config_path = zkdata.config_path("topics", name)
+        data = zkdata.encode_config(dict(configs))
+        try:
+            await zk.create(config_path, data, make_parents=True)
+        except zkstub.NodeExistsError:
+            await zk.set(config_path, data)
+        try:
+            await zk.create(
+                zkdata.topic_path(name),
+                zkdata.encode_topic(
+                    topic_id, {p: ReplicaAssignment(tuple(r)) for p, r in assignment.items()}
+                ),
+            )
+        except zkstub.NodeExistsError:
+            raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.") from None
+
+    async def mark_topic_for_deletion(self, name: str) -> None:
+        """/admin/delete_topics/T: the controller's TopicDeletion event takes it from there."""
+        try:
+            await self._single_attempt.create(
+                zkdata.delete_topic_path(name), None, make_parents=True
+            )
+        except zkstub.NodeExistsError:
+            pass  # already marked
+
+    async def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
+        """Claims the next block of producer ids [start, end] with a conditional write on
+        `/latest_producer_id_block`, retrying when another broker claims one at the same
+        time (Kafka's ZkProducerIdManager)."""
+        zk = self._single_attempt
+        while True:
+            try:
+                data, stat = await zk.get(zkdata.PRODUCER_ID_BLOCK)
+            except zkstub.NoNodeError:
+                data, stat = None, None
+            previous = zkdata.decode_producer_id_block(data)
+            start = 0 if previous is None else previous[2] + 1
+            end = start + zkdata.PRODUCER_ID_BLOCK_SIZE - 1
+            encoded = zkdata.encode_producer_id_block(broker_id, start, end)
+            try:
+                if stat is None:
+                    await zk.create(zkdata.PRODUCER_ID_BLOCK, encoded)
+                else:
+                    await zk.set(zkdata.PRODUCER_ID_BLOCK, encoded, version=stat.version)
+            except (zkstub.BadVersionError, zkstub.NodeExistsError):
+                continue
+            return start, end
+
+    async def read_topic_configs(self, topic: str) -> dict[str, str]:
+        """The topic's overrides from /config/topics/T ({} when it has none), for a broker:
+        retried across a lost connection or a session being replaced, as guessing the
+        defaults instead could weaken min.insync.replicas. (Not for the controller: its
+        session hook waits for the event that would be retrying here.)"""
+        path = zkdata.config_path("topics", topic)
+        while True:
+            try:
+                data, _ = await self.zk.get(path)
+                return zkdata.decode_config(path, data)
+            except zkstub.NoNodeError:
+                return {}
+            except zkstub.SessionExpiredError as error:
+                logger.info("Reading %s failed (%r); retrying", path, error)
+                await trio.sleep(CONNECTION_LOSS_RETRY_BACKOFF)
 
     async def get_topic_config(self, topic: str) -> dict[str, str]:
         """The topic's overrides from /config/topics/T ({} when it has none)."""
@@ -496,11 +675,64 @@ class KafkaZkClient:
                 finished[tp] = leader_and_isrs[tp].with_partition_epoch(result.version)
         return UpdateLeaderAndIsrResult(finished, to_retry)
 
+    async def conditional_update_partition_state(
+        self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch, expected_version: int
+    ) -> int | None:
+        """A leader's own ISR write (Kafka's conditionalUpdatePath on the partition's state):
+        the znode's new version (the new partition epoch), or None when the znode changed
+        since the leader read it; other failures raise ZooKeeperError. A lost connection is
+        no answer: the write is sent again once connected, as Kafka's are; if the first
+        attempt did apply, the second meets BadVersion and the check below finds our own
+        state there. (Reading that check once, without waiting to be connected, took a lost
+        reply for a stale epoch: the leader then waited for a LeaderAndIsr that never came,
+        its ISR frozen.)"""
+        path = zkdata.partition_state_path(tp)
+        try:
+            stat = await self.zk.set(
+                path, zkdata.encode_partition_state(state), version=expected_version
+            )
+        except zkstub.BadVersionError as error:
+            # After a lost connection the write may have applied: if the znode holds exactly
+            # what we wrote, it did (Kafka's checker in conditionalUpdatePath).
+            version = await self._version_if_written(tp, state, expected_version)
+            if version is not None:
+                return version
+            logger.info(
+                "Failed to update ISR of %s to %s: the partition epoch %d is stale; waiting for "
+                "the controller's LeaderAndIsr (%r)",
+                tp,
+                list(state.leader_and_isr.isr),
+                expected_version,
+                error,
+            )
+            return None
+        return stat.version
+
+    async def _version_if_written(
+        self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch, expected_version: int
+    ) -> int | None:
+        """The znode's version if it holds `state` one version after the one we wrote on."""
+        try:
+            data, stat = await self.zk.get(zkdata.partition_state_path(tp))
+        except zkstub.ZkError:
+            return None
+        written = zkdata.decode_partition_state(tp, data, stat.version).leader_and_isr
+        wanted = state.leader_and_isr
+        same = (written.leader, written.leader_epoch, written.isr) == (
+            wanted.leader,
+            wanted.leader_epoch,
+            wanted.isr,
+        )
+        return stat.version if same and stat.version == expected_version + 1 else None
+
     # -- notifications --------------------------------------------------------------------
 
-    async def propagate_isr_changes(self, partitions: Iterable[TopicPartition]) -> str:
-        """What a leader writes after changing an ISR: a sequential notification node."""
-        return await self.zk.create(
+    async def create_isr_change_notification(self, partitions: Sequence[TopicPartition]) -> None:
+        """What a leader writes after changing ISRs: a sequential notification node the
+        controller's watch picks up. Sent once: a leader that meets an error records the
+        partitions again and writes at its next check (sent again after a lost reply, it
+        would announce them twice)."""
+        await self._single_attempt.create(
             zkdata.isr_change_path(), zkdata.encode_isr_change(partitions), sequence=True
         )
 

@@ -44,6 +44,10 @@ CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
+# /controller_epoch as the first controller creates it, and that znode's first version.
+INITIAL_CONTROLLER_EPOCH = 0
+INITIAL_CONTROLLER_EPOCH_ZK_VERSION = 0
+
 # What a broker creates at start-up (KafkaZkClient.createTopLevelPaths), in Kafka's order.
 PERSISTENT_PATHS: tuple[str, ...] = (
     CONSUMERS,

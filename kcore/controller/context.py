@@ -16,7 +16,7 @@ from kcore.common import (
     TopicPartition,
 )
 from kcore.states import PartitionState, ReplicaState
-from kcore.zk_client import INITIAL_CONTROLLER_EPOCH, INITIAL_CONTROLLER_EPOCH_ZK_VERSION
+from kcore.zkdata import INITIAL_CONTROLLER_EPOCH, INITIAL_CONTROLLER_EPOCH_ZK_VERSION
 
 
 @attrs.define

@@ -216,6 +216,8 @@ class KafkaController:
                     await self._process_controlled_shutdown(event)
                 case ev.LeaderAndIsrResponseReceived():
                     self._process_leader_and_isr_response(event)
+                case ev.LiveBrokerIds(callback=callback):
+                    callback(sorted(self.context.live_broker_ids) if self.is_active else None)
                 case _:
                     await self._process_other(event)
         except ControllerMovedError as error:
@@ -627,6 +629,25 @@ class KafkaController:
     async def _delete_isr_change_notifications(self) -> None:
         names = await self.zk_client.get_isr_change_notifications()
         await self.zk_client.delete_isr_change_notifications(names, self.context.epoch_zk_version)
+
+    # -- questions from request handlers -------------------------------------------------
+
+    async def live_broker_ids(self) -> list[int]:
+        """The live brokers (not shutting down) as this controller sees them, answered by
+        the event task (the context is its alone); NotControllerError when this broker is
+        not the active controller."""
+        done = trio.Event()
+        answer: list[list[int] | None] = []
+
+        def callback(ids: list[int] | None) -> None:
+            answer.append(ids)
+            done.set()
+
+        self.event_manager.put(ev.LiveBrokerIds(callback))
+        await done.wait()
+        if answer[0] is None:
+            raise errors.NotControllerError(f"Broker {self.broker_id} is not the controller")
+        return answer[0]
 
     # -- controlled shutdown --------------------------------------------------------------
 

@@ -135,6 +135,19 @@ class ControlledShutdown(ControllerEvent):
 
 
 @attrs.frozen
+class LiveBrokerIds(ControllerEvent):
+    """A request handler asks which brokers are live (and not shutting down);
+    `callback(ids)` answers, `callback(None)` when this broker is not the controller."""
+
+    callback: Callable[[list[int] | None], None] = attrs.field(eq=False)
+    # A read of the context, no work to time: reported as idle.
+    state = ControllerState.IDLE
+
+    def preempt(self) -> None:
+        self.callback(None)
+
+
+@attrs.frozen
 class ReplicaLeaderElection(ControllerEvent):
     """An admin's leader election; `callback(results)` answers each partition."""
 

@@ -25,6 +25,7 @@ from kcore.controller.controller import KafkaController
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
 from kcore.server.apis import KafkaApis
+from kcore.server.log_dir_failure import LogDirFailureChannel
 from kcore.server.log_manager import LogManager, MemoryLogStorage
 from kcore.server.metadata_cache import MetadataCache
 from kcore.server.replica_manager import ReplicaManager
@@ -116,13 +117,14 @@ class BrokerServer:
         self.replica_manager = ReplicaManager(
             self.config,
             self.broker_id,
-            zk,
+            zk_client,
             LogManager(self.config.log_dirs, memory=self.log_storage),
             network,
             random.Random(self.rng.getrandbits(64)),
             broker_epoch=lambda: self.broker_epoch,
             wall_clock_ms=lambda: int(self.clock() * 1000),
             is_controller=lambda: self.controller is not None and self.controller.is_active,
+            log_dir_failures=LogDirFailureChannel(),
         )
         self.replica_manager.startup()
         server = transport.RpcServer(KafkaApis(self).handlers(), name=self.node_name)

@@ -8,19 +8,28 @@ Each partition is first *truncating*: it asks the leader where its latest epoch 
 (OffsetsForLeaderEpoch) and truncates its log so it holds no record the leader does not
 (KIP-101 / KIP-279, see `truncation`). Then it is *fetching*: long-polling Fetch requests
 that carry the current leader epoch, so a leader at another epoch refuses them (KIP-320).
+
+Failure policy (Kafka's AbstractFetcherThread, per fetcher rather than per partition): the
+manager runs each fetcher under an `actors` supervisor; a fetcher that dies on an unexpected
+error is restarted after `replica.fetch.backoff.ms` with each of its partitions set back to
+truncating from its local log end, so they resume and catch up. A partition whose local log
+fails (an OSError: its log dir is reported failed) is dropped from its fetcher, as Kafka
+marks it failed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 import attrs
 import trio
 
+import actors
 import transport
 from kcore import errors
 from kcore._fetcher_id import fetcher_id
@@ -80,6 +89,12 @@ class ReplicaAccess(Protocol):
 
     def on_follower_append(self, partition: Partition) -> None: ...
 
+    def handling_log_io_errors(
+        self, tp: TopicPartition, action: str
+    ) -> contextlib.AbstractContextManager[None]:
+        """Work on `tp`'s local log: an OSError comes out as KafkaStorageError, reported."""
+        ...
+
 
 @attrs.define(eq=False)
 class FetcherSettings:
@@ -106,8 +121,11 @@ class ReplicaFetcher:
     rng: random.Random
     settings: FetcherSettings
     partitions: dict[TopicPartition, PartitionFetchState] = attrs.field(factory=dict)
-    cancel_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    _changed: trio.Event = attrs.field(factory=trio.Event)
+    stopped: bool = attrs.field(default=False, init=False)
+    started_by_run: int = attrs.field(default=0, init=False)  # which run of the manager
+    _runs: int = attrs.field(default=0, init=False)
+    _cancel_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
+    _changed: trio.Event = attrs.field(factory=trio.Event, init=False)
 
     def add_partitions(self, states: dict[TopicPartition, InitialFetchState]) -> None:
         for tp in sorted(states):
@@ -124,8 +142,21 @@ class ReplicaFetcher:
         self._changed.set()
         self._changed = trio.Event()
 
-    async def run(self) -> None:
-        with self.cancel_scope:
+    def stop(self) -> None:
+        """Ends the fetcher for good (its run returns, and is not restarted)."""
+        self.stopped = True
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Fetches until stopped; raises on an unexpected error, for its supervisor to run it
+        again. A run after a failed one starts every partition over from its local log."""
+        if self._runs:
+            self._restart_partitions()
+        self._runs += 1
+        with trio.CancelScope() as self._cancel_scope:
+            if self.stopped:
+                return
             async with transport.open_rpc_client(
                 self.network,
                 (self.leader.host, self.leader.port),
@@ -134,8 +165,27 @@ class ReplicaFetcher:
                 request_timeout=self.settings.request_timeout_ms / 1000,
                 close_on_timeout=True,
             ) as client:
+                task_status.started()
                 while True:
                     await self._do_work(client)
+
+    def _restart_partitions(self) -> None:
+        """What the failed run knew is lost: each partition truncates again from its log
+        end (its state then is whatever the local log holds), at once."""
+        for tp in sorted(self.partitions):
+            partition = self.replicas.partition(tp)
+            if partition is None:
+                del self.partitions[tp]
+                continue
+            state = self.partitions[tp]
+            self.partitions[tp] = PartitionFetchState(
+                partition.log_end_offset, state.current_leader_epoch
+            )
+        logger.info(
+            "[ReplicaFetcher %s] restarted: partitions %s truncate and fetch again",
+            self.name,
+            sorted(self.partitions),
+        )
 
     async def _do_work(self, client: transport.RpcClient) -> None:
         now = trio.current_time()
@@ -183,7 +233,12 @@ class ReplicaFetcher:
             latest = partition.log.latest_epoch
             if latest is None:
                 # No epochs to compare: the pre-KIP-101 rule, truncate to the HW.
-                partition.truncate_to(partition.high_watermark)
+                try:
+                    with self.replicas.handling_log_io_errors(tp, "truncate"):
+                        partition.truncate_to(partition.high_watermark)
+                except errors.KafkaStorageError as error:
+                    self._mark_failed(tp, error)
+                    continue
                 self._start_fetching(tp, state, partition)
                 continue
             sent[tp] = state
@@ -233,7 +288,12 @@ class ReplicaFetcher:
                     answer.leader_epoch,
                     answer.end_offset,
                 )
-                partition.truncate_to(truncation.offset)
+                try:
+                    with self.replicas.handling_log_io_errors(tp, "truncate"):
+                        partition.truncate_to(truncation.offset)
+                except errors.KafkaStorageError as error:
+                    self._mark_failed(tp, error)
+                    continue
             if truncation.truncation_completed:
                 self._start_fetching(tp, state, partition)
 
@@ -307,11 +367,16 @@ class ReplicaFetcher:
             if batches[0][0].base_offset < state.fetch_offset:
                 # The leader returns whole batches; drop any we already hold.
                 records = b"".join(b for h, b in batches if h.base_offset >= state.fetch_offset)
-        partition.append_as_follower(records, answer.high_watermark)
-        if answer.log_start_offset > partition.log_start_offset:
-            partition.log.increment_log_start_offset(
-                min(answer.log_start_offset, partition.log_end_offset)
-            )
+        try:
+            with self.replicas.handling_log_io_errors(tp, "append to"):
+                partition.append_as_follower(records, answer.high_watermark)
+                if answer.log_start_offset > partition.log_start_offset:
+                    partition.log.increment_log_start_offset(
+                        min(answer.log_start_offset, partition.log_end_offset)
+                    )
+        except errors.KafkaStorageError as error:
+            self._mark_failed(tp, error)
+            return
         if records:
             state.fetch_offset = parse_header(split_batches(records)[-1][1]).next_offset
             self.replicas.on_follower_append(partition)
@@ -335,11 +400,16 @@ class ReplicaFetcher:
                     leader_end,
                     partition.log_end_offset,
                 )
-                partition.truncate_to(leader_end)
+                with self.replicas.handling_log_io_errors(tp, "truncate"):
+                    partition.truncate_to(leader_end)
             else:
                 leader_start = await self._list_offset(client, tp, state, EARLIEST_TIMESTAMP)
                 if partition.log_end_offset < leader_start:
-                    partition.truncate_fully_and_start_at(leader_start)
+                    with self.replicas.handling_log_io_errors(tp, "truncate"):
+                        partition.truncate_fully_and_start_at(leader_start)
+        except errors.KafkaStorageError as error:
+            self._mark_failed(tp, error)
+            return
         except (transport.TransportError, FetcherError, WireError, errors.KafkaError) as error:
             logger.info("%s: %s out of range and ListOffsets failed: %r", self.name, tp, error)
             self._delay([tp])
@@ -362,6 +432,11 @@ class ReplicaFetcher:
         answer = response.partitions[0]
         errors.raise_for_code(answer.error_code)
         return answer.offset
+
+    def _mark_failed(self, tp: TopicPartition, error: errors.KafkaStorageError) -> None:
+        """Its local log failed (the log dir is reported): no longer fetched here."""
+        logger.error("[ReplicaFetcher %s] %s: %s; no longer fetching it", self.name, tp, error)
+        self.partitions.pop(tp, None)
 
     def _on_partition_error(
         self, tp: TopicPartition, state: PartitionFetchState, code: int
@@ -386,6 +461,12 @@ class ReplicaFetcher:
         self._delay([tp])
 
 
+# A fetcher failing more often than this gives up its supervisor: the manager's run raises
+# and its own supervisor (the replica manager's) runs it again, every fetcher afresh.
+FETCHER_MAX_RESTARTS = 10
+FETCHER_RESTART_WINDOW_S = 60.0
+
+
 @attrs.define(eq=False)
 class ReplicaFetcherManager:
     replicas: ReplicaAccess
@@ -394,18 +475,37 @@ class ReplicaFetcherManager:
     settings: FetcherSettings
     num_fetchers: int = 1
     fetchers: dict[tuple[int, int], ReplicaFetcher] = attrs.field(factory=dict)
-    _nursery: trio.Nursery | None = None
-    on_fetcher_started: Callable[[ReplicaFetcher], None] = lambda fetcher: None
+    # Fetchers created, for `run` to start (they are created where no task can be started).
+    _created: trio.MemorySendChannel[ReplicaFetcher] = attrs.field(init=False)
+    _to_start: trio.MemoryReceiveChannel[ReplicaFetcher] = attrs.field(init=False)
+    _runs: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._created, self._to_start = trio.open_memory_channel(math.inf)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                task_status.started()
-                await trio.sleep_forever()
-        finally:
-            self._nursery = None
-            self.fetchers.clear()
+        """Runs every fetcher under a supervisor (see the module's failure policy) until
+        cancelled. Run again after a failure, it starts every fetcher it has over."""
+        self._runs += 1
+        this_run = self._runs
+        async with actors.open_supervisor(
+            name=f"replica-fetchers-on-{self.replicas.broker_id}",
+            max_restarts=FETCHER_MAX_RESTARTS,
+            within=FETCHER_RESTART_WINDOW_S,
+            restart_delay=self.settings.backoff_ms / 1000,
+        ) as supervisor:
+
+            def start(fetcher: ReplicaFetcher) -> None:
+                if fetcher.stopped or fetcher.started_by_run == this_run:
+                    return
+                fetcher.started_by_run = this_run
+                supervisor.start_soon(fetcher.run, name=fetcher.name)
+
+            for key in sorted(self.fetchers):
+                start(self.fetchers[key])
+            task_status.started()
+            async for fetcher in self._to_start:
+                start(fetcher)
 
     def fetcher_key(self, tp: TopicPartition, leader_id: int) -> tuple[int, int]:
         return leader_id, fetcher_id(tp.topic, tp.partition, self.num_fetchers)
@@ -423,12 +523,10 @@ class ReplicaFetcherManager:
                 self._stop(key)
                 fetcher = None
             if fetcher is None:
-                fetcher = self._start(key, leader)
+                fetcher = self._create(key, leader)
             fetcher.add_partitions(group)
 
-    def _start(self, key: tuple[int, int], leader: BrokerEndPoint) -> ReplicaFetcher:
-        if self._nursery is None:
-            raise RuntimeError("ReplicaFetcherManager.run is not running")
+    def _create(self, key: tuple[int, int], leader: BrokerEndPoint) -> ReplicaFetcher:
         name = f"ReplicaFetcherThread-{key[1]}-{key[0]}-on-{self.replicas.broker_id}"
         fetcher = ReplicaFetcher(
             name,
@@ -439,14 +537,13 @@ class ReplicaFetcherManager:
             self.settings,
         )
         self.fetchers[key] = fetcher
-        self._nursery.start_soon(fetcher.run, name=name)
-        self.on_fetcher_started(fetcher)
+        self._created.send_nowait(fetcher)
         return fetcher
 
     def _stop(self, key: tuple[int, int]) -> None:
         fetcher = self.fetchers.pop(key, None)
         if fetcher is not None:
-            fetcher.cancel_scope.cancel()
+            fetcher.stop()
 
     def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
         removed = set(tps)
@@ -458,13 +555,6 @@ class ReplicaFetcherManager:
         for key in sorted(self.fetchers):
             if not self.fetchers[key].partitions:
                 self._stop(key)
-
-    def fetch_state(self, tp: TopicPartition) -> PartitionFetchState | None:
-        for key in sorted(self.fetchers):
-            state = self.fetchers[key].partitions.get(tp)
-            if state is not None:
-                return state
-        return None
 
     def shutdown(self) -> None:
         for key in sorted(self.fetchers):

@@ -1,7 +1,12 @@
 """The broker's logs on disk (Kafka's LogManager): one `topic-partition` directory per
 replica under one of `log.dirs`, opened at start-up with recovery from the last recovery
-point, and the per-log-dir checkpoint files (high watermarks, recovery points, log start
-offsets). Synchronous: the replica manager calls it from its tasks."""
+point, the per-log-dir checkpoint files (high watermarks, recovery points, log start
+offsets), and the two loops that keep them: the high-watermark checkpoint and log retention
+(the replica manager runs them under its supervisor; the high watermarks and retention
+settings are the replicas', so it passes them in).
+
+An OSError from a log dir is reported to the `LogDirFailureChannel` passed in and raised as
+KafkaStorageError; a loop goes on with the other dirs."""
 
 from __future__ import annotations
 
@@ -9,8 +14,12 @@ import logging
 import pathlib
 import random
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
+import attrs
+import trio
+
+from kcore import errors
 from kcore.common import TopicPartition
 from kcore.config import TopicConfig
 from kcore.log import (
@@ -21,6 +30,7 @@ from kcore.log import (
     OffsetCheckpointFile,
     PartitionLog,
 )
+from kcore.server.log_dir_failure import LogDirFailureChannel
 
 logger = logging.getLogger("kcore.server.log_manager")
 
@@ -34,6 +44,16 @@ def parse_partition_dir_name(name: str) -> TopicPartition | None:
     if not sep or not topic or not partition.isdigit():
         return None
     return TopicPartition(topic, int(partition))
+
+
+@attrs.frozen
+class RetentionLimits:
+    """What retention needs of a hosted replica: its topic's limits (-1 disables one) and
+    its high watermark (nothing at or above it is deleted)."""
+
+    retention_ms: int
+    retention_bytes: int
+    high_watermark: int
 
 
 class MemoryLogStorage:
@@ -56,6 +76,18 @@ class MemoryLogStorage:
                 log.crash(rng, torn_tail=torn_tail)
             else:
                 log.recover()
+
+    def new_log(
+        self, tp: TopicPartition, *, segment_bytes: int, segment_ms: int | None
+    ) -> MemoryPartitionLog:
+        log = MemoryPartitionLog(segment_bytes=segment_bytes, segment_ms=segment_ms)
+        self.logs[tp] = log
+        return log
+
+    def write_checkpoint(
+        self, log_dir: pathlib.Path, name: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        self.checkpoints[log_dir, name] = dict(offsets)
 
 
 class LogManager:
@@ -112,7 +144,7 @@ class LogManager:
         return high_watermarks
 
     def get_or_create_log(
-        self, tp: TopicPartition, config: TopicConfig
+        self, tp: TopicPartition, config: TopicConfig, log_dir_failures: LogDirFailureChannel
     ) -> PartitionLog | MemoryPartitionLog:
         log = self.logs.get(tp)
         if log is not None:
@@ -122,16 +154,16 @@ class LogManager:
             return log
         log_dir = self._least_loaded_dir()
         if self.memory is not None:
-            log = MemoryPartitionLog(
-                segment_bytes=config.segment_bytes, segment_ms=config.segment_ms
+            log = self.memory.new_log(
+                tp, segment_bytes=config.segment_bytes, segment_ms=config.segment_ms
             )
-            self.memory.logs[tp] = log
         else:
-            log = PartitionLog(
-                log_dir / partition_dir_name(tp),
-                segment_bytes=config.segment_bytes,
-                segment_ms=config.segment_ms,
-            )
+            with log_dir_failures.handling_io_errors(str(log_dir), "create the log of", tp):
+                log = PartitionLog(
+                    log_dir / partition_dir_name(tp),
+                    segment_bytes=config.segment_bytes,
+                    segment_ms=config.segment_ms,
+                )
         log.flush_messages = config.flush_messages
         self.logs[tp] = log
         self._dir_of[tp] = log_dir
@@ -146,10 +178,16 @@ class LogManager:
             counts[log_dir] += 1
         return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
-    def delete_log(self, tp: TopicPartition) -> None:
+    def log_dir_of(self, tp: TopicPartition) -> str:
+        """The log dir holding `tp`'s log (which must exist)."""
+        return str(self._dir_of[tp])
+
+    def delete_log(self, tp: TopicPartition, log_dir_failures: LogDirFailureChannel) -> None:
         log = self.logs.pop(tp, None)
-        self._dir_of.pop(tp, None)
-        if log is not None:
+        log_dir = self._dir_of.pop(tp, None)
+        if log is None:
+            return
+        with log_dir_failures.handling_io_errors(str(log_dir), "delete the log of", tp):
             log.close()
             if self.memory is not None:
                 self.memory.logs.pop(tp, None)
@@ -158,39 +196,107 @@ class LogManager:
 
     # -- checkpoints -----------------------------------------------------------------------
 
-    def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
-        self._write_per_dir(REPLICATION_OFFSET_CHECKPOINT, high_watermarks)
+    def checkpoint_high_watermarks(
+        self,
+        high_watermarks: Mapping[TopicPartition, int],
+        log_dir_failures: LogDirFailureChannel,
+    ) -> None:
+        self._write_per_dir(REPLICATION_OFFSET_CHECKPOINT, high_watermarks, log_dir_failures)
 
-    def checkpoint_recovery_points(self) -> None:
+    def checkpoint_recovery_points(self, log_dir_failures: LogDirFailureChannel) -> None:
         self._write_per_dir(
             RECOVERY_POINT_OFFSET_CHECKPOINT,
             {tp: log.recovery_point for tp, log in self.logs.items()},
+            log_dir_failures,
         )
         self._write_per_dir(
             LOG_START_OFFSET_CHECKPOINT,
             {tp: log.log_start_offset for tp, log in self.logs.items()},
+            log_dir_failures,
         )
 
-    def _write_per_dir(self, name: str, offsets: Mapping[TopicPartition, int]) -> None:
+    def _write_per_dir(
+        self,
+        name: str,
+        offsets: Mapping[TopicPartition, int],
+        log_dir_failures: LogDirFailureChannel,
+    ) -> None:
+        """Writes one checkpoint file per log dir; a dir that fails is reported and skipped."""
         for log_dir in self.log_dirs:
             entries = {
-                (tp.topic, tp.partition): offset
-                for tp, offset in offsets.items()
-                if self._dir_of.get(tp) == log_dir
+                tp: offset for tp, offset in offsets.items() if self._dir_of.get(tp) == log_dir
             }
-            if self.memory is not None:
-                self.memory.checkpoints[log_dir, name] = {
-                    TopicPartition(t, p): o for (t, p), o in entries.items()
-                }
-            else:
-                self._checkpoint(log_dir, name).write(entries)
+            try:
+                with log_dir_failures.handling_io_errors(str(log_dir), f"write {name}"):
+                    if self.memory is not None:
+                        self.memory.write_checkpoint(log_dir, name, entries)
+                    else:
+                        self._checkpoint(log_dir, name).write(
+                            {(tp.topic, tp.partition): offset for tp, offset in entries.items()}
+                        )
+            except errors.KafkaStorageError as error:
+                logger.error("Not checkpointing %s: %s", name, error)
 
     def flush_all(self) -> int:
         return sum(log.flush() for log in self.logs.values())
 
-    def close(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
+    def close(
+        self,
+        high_watermarks: Mapping[TopicPartition, int],
+        log_dir_failures: LogDirFailureChannel,
+    ) -> None:
         """A clean shutdown: flush, close, and checkpoint so the next start skips recovery."""
-        for log in self.logs.values():
-            log.close()
-        self.checkpoint_recovery_points()
-        self.checkpoint_high_watermarks(high_watermarks)
+        for tp in sorted(self.logs):
+            try:
+                with log_dir_failures.handling_io_errors(self.log_dir_of(tp), "close", tp):
+                    self.logs[tp].close()
+            except errors.KafkaStorageError as error:
+                logger.error("Closing the log of %s failed: %s", tp, error)
+        self.checkpoint_recovery_points(log_dir_failures)
+        self.checkpoint_high_watermarks(high_watermarks, log_dir_failures)
+
+    # -- the loops ---------------------------------------------------------------------------
+
+    async def run_high_watermark_checkpoints(
+        self,
+        interval_ms: int,
+        high_watermarks: Callable[[], Mapping[TopicPartition, int]],
+        log_dir_failures: LogDirFailureChannel,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Every `interval_ms` (replica.high.watermark.checkpoint.interval.ms), writes the
+        replicas' high watermarks, which a restarted broker starts its replicas from."""
+        task_status.started()
+        while True:
+            await trio.sleep(interval_ms / 1000)
+            self.checkpoint_high_watermarks(high_watermarks(), log_dir_failures)
+
+    async def run_retention(
+        self,
+        interval_ms: int,
+        wall_clock_ms: Callable[[], int],
+        limits: Callable[[], Mapping[TopicPartition, RetentionLimits]],
+        log_dir_failures: LogDirFailureChannel,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Every `interval_ms` (log.retention.check.interval.ms), deletes the segments past
+        their topic's retention in the logs `limits` names, in its order."""
+        task_status.started()
+        while True:
+            await trio.sleep(interval_ms / 1000)
+            now = wall_clock_ms()
+            for tp, limit in limits().items():
+                log = self.logs.get(tp)
+                if log is None:
+                    continue
+                try:
+                    with log_dir_failures.handling_io_errors(
+                        self.log_dir_of(tp), "delete old segments of", tp
+                    ):
+                        log.delete_old_segments(
+                            now, limit.retention_ms, limit.retention_bytes, limit.high_watermark
+                        )
+                except errors.KafkaStorageError as error:
+                    logger.error("Retention of %s failed: %s", tp, error)

@@ -5,7 +5,8 @@ ISR, partition epoch), the high watermark, and as leader the fetch state of each
 It decides: who is caught up, which ISR to propose, where the high watermark is, whether an
 acks=all produce is satisfied, whether a request's leader epoch is fenced. It never waits,
 reads no clock (callers pass `now_ms`) and writes nothing to ZooKeeper: the replica manager
-does that with the `IsrProposal` this returns.
+does that with the `IsrProposal` this returns. (Its log does disk I/O: the replica manager
+runs the calls that append or truncate under the log-dir failure handling.)
 
 The rules (Kafka 3.5):
 - HW = min LEO over the maximal ISR and the followers that are caught up, never backwards.
@@ -25,7 +26,7 @@ from typing import Any
 import attrs
 
 from kcore import errors
-from kcore.common import NO_LEADER, TopicPartition
+from kcore.common import NO_LEADER, LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from kcore.log import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from kcore.protocol.control import LeaderAndIsrPartitionState
 from kcore.protocol.data import NO_EPOCH
@@ -88,6 +89,13 @@ class IsrProposal:
     isr: tuple[int, ...]
     partition_epoch: int
     controller_epoch: int
+
+    def partition_state(self) -> LeaderIsrAndControllerEpoch:
+        """What the partition's state znode holds once the proposal is written."""
+        return LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(self.leader, self.leader_epoch, self.isr, self.partition_epoch),
+            self.controller_epoch,
+        )
 
 
 @attrs.define(eq=False)

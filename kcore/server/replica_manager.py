@@ -1,22 +1,33 @@
 """The broker's replicas (Kafka's ReplicaManager): obeys LeaderAndIsr and StopReplica,
-appends produced records as leader and answers acks=all from a purgatory, serves fetches
-(long-polling) to consumers and followers, shrinks and expands ISRs, and keeps the
-high-watermark checkpoint. The decisions are `Partition`'s; this module waits and writes.
+appends produced records as leader, serves fetches to consumers and followers, and shrinks
+and expands ISRs, propagating the changes to the controller.
+
+What it decides lives elsewhere, sans-IO: the partition's rules in `partition`, which
+LeaderAndIsr states to accept in `leader_and_isr`, when a waiting produce or fetch is done
+in `purgatory`. The logs, their checkpoints and retention are the `LogManager`'s.
+
+`run` supervises its long-lived tasks (`actors.open_supervisor`): the fetcher manager (which
+supervises its fetchers), ISR expiration, ISR writes, ISR change propagation, and the log
+manager's high-watermark checkpoint and retention loops; one that fails unexpectedly is
+restarted. An OSError from a log is reported to `log_dir_failures` and answers
+KAFKA_STORAGE_ERROR (the broker then goes down).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
 import trio
 
+import actors
 import transport
-import zkstub
-from kcore import errors, zkdata
+from kcore import errors
 from kcore.common import EPOCH_DURING_DELETE, TopicPartition
 from kcore.config import InvalidTopicConfigError, TopicConfig
 from kcore.log import CorruptRecordError, split_batches, validate_batch
@@ -51,9 +62,18 @@ from kcore.server.fetcher import (
     InitialFetchState,
     ReplicaFetcherManager,
 )
-from kcore.server.isr_updates import IsrChangePropagation, write_isr
-from kcore.server.log_manager import LogManager
+from kcore.server.isr_updates import IsrChangePropagation
+from kcore.server.leader_and_isr import decide_leader_and_isr
+from kcore.server.log_dir_failure import LogDirFailureChannel
+from kcore.server.log_manager import LogManager, RetentionLimits
 from kcore.server.partition import IsrProposal, Partition
+from kcore.server.purgatory import (
+    DelayedFetch,
+    DelayedOperationPurgatory,
+    DelayedProduce,
+    FetchRead,
+)
+from kcore.zk_client import KafkaZkClient, ZooKeeperError
 
 logger = logging.getLogger("kcore.server.replica_manager")
 state_change_logger = logging.getLogger("kcore.state.change")
@@ -70,28 +90,58 @@ def _error_code(error: BaseException) -> int:
     return errors.UnknownServerError.code
 
 
+class _HostedLeaderEpochs(Mapping[TopicPartition, int]):
+    """The hosted partitions' leader epochs, read through (no copy per request)."""
+
+    def __init__(self, partitions: Mapping[TopicPartition, Partition]) -> None:
+        self._partitions = partitions
+
+    def __getitem__(self, tp: TopicPartition) -> int:
+        return self._partitions[tp].leader_epoch
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self._partitions
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        return iter(self._partitions)
+
+    def __len__(self) -> int:
+        return len(self._partitions)
+
+
 @attrs.define(eq=False)
 class ReplicaManager:
     config: Any  # kcore.config.KafkaConfig
     broker_id: int
-    zk: Any  # the broker's zkstub client
+    zk_client: KafkaZkClient
     log_manager: LogManager
     network: transport.Network  # the broker's node
     rng: random.Random
     broker_epoch: Callable[[], int]
     wall_clock_ms: Callable[[], int]  # record timestamps and segment roll
     is_controller: Callable[[], bool] = lambda: False
+    log_dir_failures: LogDirFailureChannel = attrs.field(kw_only=True)
 
     partitions: dict[TopicPartition, Partition] = attrs.field(factory=dict, init=False)
     controller_epoch: int = attrs.field(default=-1, init=False)
     fetcher_manager: ReplicaFetcherManager = attrs.field(init=False)
     isr_propagation: IsrChangePropagation = attrs.field(factory=IsrChangePropagation, init=False)
+    # acks=all produces waiting for the HW; fetches waiting for data (long polls).
+    produce_purgatory: DelayedOperationPurgatory = attrs.field(
+        factory=lambda: DelayedOperationPurgatory("Produce"), init=False
+    )
+    fetch_purgatory: DelayedOperationPurgatory = attrs.field(
+        factory=lambda: DelayedOperationPurgatory("Fetch"), init=False
+    )
     _hw_checkpoints: dict[TopicPartition, int] = attrs.field(factory=dict, init=False)
     _topic_configs: dict[str, TopicConfig] = attrs.field(factory=dict, init=False)
     _state_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
-    # Waiters for "this partition's data or high watermark moved" (purgatories, long polls).
-    _waiters: dict[TopicPartition, list[trio.Event]] = attrs.field(factory=dict, init=False)
-    _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
+    # ISR proposals for the ISR-write task (a write must not hold up the fetch or the loop
+    # that proposed it).
+    _isr_writes: trio.MemorySendChannel[tuple[Partition, IsrProposal]] = attrs.field(init=False)
+    _isr_writes_received: trio.MemoryReceiveChannel[tuple[Partition, IsrProposal]] = attrs.field(
+        init=False
+    )
     _shutting_down: bool = attrs.field(default=False, init=False)
     _in_controlled_shutdown: bool = attrs.field(default=False, init=False)
 
@@ -111,6 +161,7 @@ class ReplicaManager:
             ),
             num_fetchers=config.num_replica_fetchers,
         )
+        self._isr_writes, self._isr_writes_received = trio.open_memory_channel(math.inf)
 
     # -- ReplicaAccess for the fetchers -------------------------------------------------------
 
@@ -118,7 +169,14 @@ class ReplicaManager:
         return self.partitions.get(tp)
 
     def on_follower_append(self, partition: Partition) -> None:
-        self._notify(partition.tp)
+        self._complete_delayed_requests(partition.tp)
+
+    def handling_log_io_errors(
+        self, tp: TopicPartition, action: str
+    ) -> contextlib.AbstractContextManager[None]:
+        """Work on `tp`'s log: an OSError is reported to `log_dir_failures` and raised as
+        KafkaStorageError (as is any work on a log in a dir that already failed)."""
+        return self.log_dir_failures.handling_io_errors(self.log_manager.log_dir_of(tp), action, tp)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -127,24 +185,34 @@ class ReplicaManager:
         self._hw_checkpoints = self.log_manager.load_logs()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            await nursery.start(self.fetcher_manager.run)
-            nursery.start_soon(self._isr_expiration_loop, name="isr-expiration")
-            nursery.start_soon(self._isr_propagation_loop, name="isr-change-propagation")
-            nursery.start_soon(self._hw_checkpoint_loop, name="highwatermark-checkpoint")
-            nursery.start_soon(self._retention_loop, name="log-retention")
+        config = self.config
+        async with actors.open_supervisor(name=f"replica-manager-{self.broker_id}") as tasks:
+            await tasks.start(self.fetcher_manager.run, name="replica-fetcher-manager")
+            tasks.start_soon(self._isr_expiration_loop, name="isr-expiration")
+            tasks.start_soon(self._isr_propagation_loop, name="isr-change-propagation")
+            tasks.start_soon(
+                self.log_manager.run_high_watermark_checkpoints,
+                config.replica_high_watermark_checkpoint_interval_ms,
+                self.high_watermarks,
+                self.log_dir_failures,
+                name="highwatermark-checkpoint",
+            )
+            tasks.start_soon(
+                self.log_manager.run_retention,
+                config.log_retention_check_interval_ms,
+                self.wall_clock_ms,
+                self.retention_limits,
+                self.log_dir_failures,
+                name="log-retention",
+            )
+            tasks.start_soon(self._isr_write_loop, name="isr-writes")
             task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                self._nursery = None
 
     def shutdown(self) -> None:
         """A clean stop: fetchers stop, logs are flushed and checkpointed."""
         self._shutting_down = True
         self.fetcher_manager.shutdown()
-        self.log_manager.close(self.high_watermarks())
+        self.log_manager.close(self.high_watermarks(), self.log_dir_failures)
 
     def begin_controlled_shutdown(self) -> None:
         """From now on, partitions this broker is told to follow are not fetched. The
@@ -159,32 +227,27 @@ class ReplicaManager:
         found.update({tp: p.high_watermark for tp, p in self.partitions.items()})
         return {tp: hw for tp, hw in found.items() if tp in self.log_manager.logs}
 
-    # -- waiting for progress -----------------------------------------------------------------
+    def retention_limits(self) -> dict[TopicPartition, RetentionLimits]:
+        """Each hosted replica's retention, in partition order, for the log manager."""
+        limits = {}
+        for tp in sorted(self.partitions):
+            config = self._topic_configs[tp.topic]  # read when the partition was created
+            limits[tp] = RetentionLimits(
+                config.retention_ms, config.retention_bytes, self.partitions[tp].high_watermark
+            )
+        return limits
 
-    def _notify(self, tp: TopicPartition) -> None:
-        for event in self._waiters.pop(tp, ()):
-            event.set()
-
-    def _notify_all(self, tps: Iterable[TopicPartition]) -> None:
-        for tp in tps:
-            self._notify(tp)
-
-    async def _wait_for_progress(self, tps: Iterable[TopicPartition], deadline: float) -> bool:
-        """Waits until one of `tps` moves or the deadline; False at the deadline."""
-        event = trio.Event()
-        for tp in tps:
-            self._waiters.setdefault(tp, []).append(event)
-        with trio.move_on_at(deadline):
-            await event.wait()
-            return True
-        return False
+    def _complete_delayed_requests(self, tp: TopicPartition) -> None:
+        """`tp` moved (its log end, HW or leadership): waiting produces and fetches check."""
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
 
     # -- topic configs -----------------------------------------------------------------------
 
     async def topic_config(self, topic: str, *, refresh: bool = False) -> TopicConfig:
         config = self._topic_configs.get(topic)
         if config is None or refresh:
-            overrides = await self._read_topic_overrides(topic)
+            overrides = await self.zk_client.read_topic_configs(topic)
             try:
                 config = TopicConfig.from_dict(overrides, self.config)
             except InvalidTopicConfigError as error:
@@ -192,20 +255,6 @@ class ReplicaManager:
                 config = TopicConfig.from_dict({}, self.config)
             self._topic_configs[topic] = config
         return config
-
-    async def _read_topic_overrides(self, topic: str) -> dict[str, str]:
-        """/config/topics/T, retried across a lost connection or a session being replaced:
-        guessing the defaults instead could weaken min.insync.replicas."""
-        path = zkdata.config_path("topics", topic)
-        while True:
-            try:
-                data, _ = await self.zk.get(path)
-                return zkdata.decode_config(path, data)
-            except zkstub.NoNodeError:
-                return {}
-            except (zkstub.ConnectionLossError, zkstub.SessionExpiredError) as error:
-                logger.info("Reading %s failed (%r); retrying", path, error)
-                await trio.sleep(0.1)
 
     # -- LeaderAndIsr ------------------------------------------------------------------------
 
@@ -216,7 +265,13 @@ class ReplicaManager:
     async def _become_leader_or_follower(
         self, request: LeaderAndIsrRequest
     ) -> LeaderAndIsrResponse:
-        if request.controller_epoch < self.controller_epoch:
+        decision = decide_leader_and_isr(
+            request,
+            broker_id=self.broker_id,
+            controller_epoch=self.controller_epoch,
+            hosted_leader_epochs=_HostedLeaderEpochs(self.partitions),
+        )
+        if decision.stale_controller_epoch:
             state_change_logger.warning(
                 "Ignoring LeaderAndIsr request from controller %d with correlation epoch %d "
                 "since its controller epoch is older than the current %d",
@@ -227,48 +282,39 @@ class ReplicaManager:
             return LeaderAndIsrResponse(errors.StaleControllerEpochError.code)
         self.controller_epoch = request.controller_epoch
         now_ms = _now_ms()
-        results: dict[TopicPartition, int] = {}
-        accepted: dict[TopicPartition, LeaderAndIsrPartitionState] = {}
-        for state in sorted(request.partition_states, key=lambda s: (s.topic, s.partition)):
-            tp = TopicPartition(state.topic, state.partition)
-            current = self.partitions.get(tp)
-            current_epoch = current.leader_epoch if current is not None else NO_EPOCH
-            if self.broker_id not in state.replicas:
-                results[tp] = errors.UnknownTopicOrPartitionError.code
-            elif state.leader_epoch > current_epoch:
-                accepted[tp] = state
-                results[tp] = 0
-            else:
-                state_change_logger.info(
-                    "Ignoring LeaderAndIsr for %s from controller %d epoch %d: its leader epoch "
-                    "%d is not newer than the current %d",
-                    tp,
-                    request.controller_id,
-                    request.controller_epoch,
-                    state.leader_epoch,
-                    current_epoch,
-                )
-                results[tp] = errors.StaleControllerEpochError.code
-        new = sorted(tp for tp in accepted if tp not in self.partitions)
+        for stale in decision.stale_leader_epochs:
+            state_change_logger.info(
+                "Ignoring LeaderAndIsr for %s from controller %d epoch %d: its leader epoch "
+                "%d is not newer than the current %d",
+                stale.tp,
+                request.controller_id,
+                request.controller_epoch,
+                stale.leader_epoch,
+                stale.current_leader_epoch,
+            )
+        codes = dict(decision.error_codes)
         # Each new topic's config read once per request, not once per partition.
         configs = {
             topic: await self.topic_config(topic, refresh=True)
-            for topic in sorted({tp.topic for tp in new})
+            for topic in sorted({tp.topic for tp in decision.new_partitions})
         }
-        for tp in new:
-            self._create_partition(tp, configs[tp.topic])
-        leaders = {tp: s for tp, s in accepted.items() if s.leader == self.broker_id}
-        followers = {tp: s for tp, s in accepted.items() if s.leader != self.broker_id}
-        self._make_leaders(leaders, now_ms)
+        for tp in decision.new_partitions:
+            try:
+                self._create_partition(tp, configs[tp.topic])
+            except errors.KafkaStorageError:
+                codes[tp] = errors.KafkaStorageError.code
+        leaders = {tp: s for tp, s in decision.leaders.items() if not codes[tp]}
+        followers = {tp: s for tp, s in decision.followers.items() if not codes[tp]}
+        codes |= self._make_leaders(leaders, now_ms)
         self._make_followers(followers, request)
         self.fetcher_manager.shutdown_idle_fetchers()
         partition_errors = tuple(
-            PartitionError(tp.topic, tp.partition, code) for tp, code in sorted(results.items())
+            PartitionError(tp.topic, tp.partition, code) for tp, code in sorted(codes.items())
         )
         return LeaderAndIsrResponse(0, partition_errors)
 
     def _create_partition(self, tp: TopicPartition, config: TopicConfig) -> Partition:
-        log = self.log_manager.get_or_create_log(tp, config)
+        log = self.log_manager.get_or_create_log(tp, config, self.log_dir_failures)
         partition = Partition(
             tp,
             self.broker_id,
@@ -281,13 +327,21 @@ class ReplicaManager:
 
     def _make_leaders(
         self, states: dict[TopicPartition, LeaderAndIsrPartitionState], now_ms: int
-    ) -> None:
+    ) -> dict[TopicPartition, int]:
+        """Makes this broker the leader; the error code of each partition that failed."""
         if not states:
-            return
+            return {}
+        failed = {}
         self.fetcher_manager.remove_fetcher_for_partitions(sorted(states))
         for tp in sorted(states):
             partition = self.partitions[tp]
-            partition.make_leader(states[tp], now_ms)
+            try:
+                # A new leader epoch is written to the log's epoch checkpoint.
+                with self.handling_log_io_errors(tp, "become leader of"):
+                    partition.make_leader(states[tp], now_ms)
+            except errors.KafkaStorageError:
+                failed[tp] = errors.KafkaStorageError.code
+                continue
             state_change_logger.info(
                 "Leader %s with leader epoch %d, ISR %s, high watermark %d, log end offset %d",
                 tp,
@@ -296,7 +350,9 @@ class ReplicaManager:
                 partition.high_watermark,
                 partition.log_end_offset,
             )
-        self._notify_all(sorted(states))
+        for tp in sorted(states):
+            self._complete_delayed_requests(tp)
+        return failed
 
     def _make_followers(
         self,
@@ -308,7 +364,8 @@ class ReplicaManager:
         live_leaders = {leader.broker_id: leader for leader in request.live_leaders}
         changed = [tp for tp in sorted(states) if self.partitions[tp].make_follower(states[tp])]
         self.fetcher_manager.remove_fetcher_for_partitions(changed)
-        self._notify_all(changed)  # answers purgatory waiters with NOT_LEADER_OR_FOLLOWER
+        for tp in changed:  # answers waiting produces with NOT_LEADER_OR_FOLLOWER
+            self._complete_delayed_requests(tp)
         if self._shutting_down or self._in_controlled_shutdown:
             return
         to_fetch: dict[TopicPartition, InitialFetchState] = {}
@@ -351,11 +408,7 @@ class ReplicaManager:
                 code = 0
                 if (
                     partition is not None
-                    and state.leader_epoch
-                    not in (
-                        NO_EPOCH,
-                        EPOCH_DURING_DELETE,
-                    )
+                    and state.leader_epoch not in (NO_EPOCH, EPOCH_DURING_DELETE)
                     and state.leader_epoch < partition.leader_epoch
                 ):
                     code = errors.FencedLeaderEpochError.code
@@ -363,6 +416,7 @@ class ReplicaManager:
                     stopped.append((tp, state.delete_partition))
                 results.append(PartitionError(tp.topic, tp.partition, code))
             self.fetcher_manager.remove_fetcher_for_partitions(tp for tp, _ in stopped)
+            not_deleted = set()
             for tp, delete in stopped:
                 partition = self.partitions.get(tp)
                 if partition is not None:
@@ -370,10 +424,21 @@ class ReplicaManager:
                 if delete:
                     self.partitions.pop(tp, None)
                     self._hw_checkpoints.pop(tp, None)
-                    self.log_manager.delete_log(tp)
-                self._notify(tp)
+                    try:
+                        self.log_manager.delete_log(tp, self.log_dir_failures)
+                    except errors.KafkaStorageError:
+                        not_deleted.add((tp.topic, tp.partition))
+                self._complete_delayed_requests(tp)
             self.fetcher_manager.shutdown_idle_fetchers()
-            return StopReplicaResponse(0, tuple(results))
+            return StopReplicaResponse(
+                0,
+                tuple(
+                    attrs.evolve(result, error_code=errors.KafkaStorageError.code)
+                    if (result.topic, result.partition) in not_deleted
+                    else result
+                    for result in results
+                ),
+            )
 
     # -- Produce ---------------------------------------------------------------------------
 
@@ -402,9 +467,11 @@ class ReplicaManager:
             )
             if request.acks == -1:
                 awaiting[tp] = (partition, last + 1, min_isr)
-            self._notify(tp)  # followers' long polls
+            self._complete_delayed_requests(tp)  # followers' long polls
         if awaiting:
-            await self._wait_for_replication(awaiting, answers, request.timeout_ms)
+            delayed = DelayedProduce(awaiting, answers, self.partitions.get)
+            deadline = trio.current_time() + request.timeout_ms / 1000
+            await self.produce_purgatory.try_complete_else_watch(delayed, deadline)
         return ProduceResponse(tuple(answers[tp] for tp in answers))
 
     async def _append_to_leader(
@@ -421,65 +488,24 @@ class ReplicaManager:
             )
         for _header, batch in split_batches(records):
             validate_batch(batch)
-        first, last = partition.append_as_leader(
-            records, acks, config.min_insync_replicas, self.wall_clock_ms()
-        )
+        with self.handling_log_io_errors(tp, "append to"):
+            first, last = partition.append_as_leader(
+                records, acks, config.min_insync_replicas, self.wall_clock_ms()
+            )
         return partition, first, last, config.min_insync_replicas
-
-    async def _wait_for_replication(
-        self,
-        awaiting: dict[TopicPartition, tuple[Partition, int, int]],
-        answers: dict[TopicPartition, ProducePartitionResponse],
-        timeout_ms: int,
-    ) -> None:
-        """The produce purgatory: each partition is done when its HW passes the batch (or
-        leadership is lost); what is not done at the timeout answers REQUEST_TIMED_OUT."""
-        deadline = trio.current_time() + timeout_ms / 1000
-        pending = dict(awaiting)
-        while True:
-            for tp in sorted(pending):
-                partition, required, min_isr = pending[tp]
-                if self.partitions.get(tp) is not partition:
-                    done, code = True, errors.NotLeaderOrFollowerError.code
-                else:
-                    done, code = partition.check_enough_replicas_reach_offset(required, min_isr)
-                if done:
-                    del pending[tp]
-                    if code:
-                        answers[tp] = attrs.evolve(answers[tp], error_code=code, base_offset=-1)
-            if not pending:
-                return
-            if not await self._wait_for_progress(sorted(pending), deadline):
-                for tp in pending:
-                    answers[tp] = attrs.evolve(
-                        answers[tp],
-                        error_code=errors.RequestTimedOutError.code,
-                        base_offset=-1,
-                        error_message="the high watermark did not reach the batch in time",
-                    )
-                return
 
     # -- Fetch -----------------------------------------------------------------------------
 
     async def fetch_messages(self, request: FetchRequest) -> FetchResponse:
-        """Reads at once; if fewer than `min_bytes` came and nothing failed, waits for new
-        data up to `max_wait_ms` (long polling) and reads again."""
+        """Reads at once; if fewer than `min_bytes` came and nothing failed, waits in the
+        fetch purgatory for new data up to `max_wait_ms` (long polling) and reads again."""
+        delayed = DelayedFetch(request, self._read)
         deadline = trio.current_time() + request.max_wait_ms / 1000
-        tps = [TopicPartition(p.topic, p.partition) for p in request.partitions]
-        while True:
-            answers, size, failed = self._read(request)
-            if (
-                size >= request.min_bytes
-                or failed
-                or request.max_wait_ms == 0
-                or not request.partitions
-            ):
-                return FetchResponse(answers)
-            if not await self._wait_for_progress(tps, deadline):
-                answers, _, _ = self._read(request)
-                return FetchResponse(answers)
+        await self.fetch_purgatory.try_complete_else_watch(delayed, deadline)
+        assert delayed.response is not None
+        return delayed.response
 
-    def _read(self, request: FetchRequest) -> tuple[tuple[FetchPartitionResponse, ...], int, bool]:
+    def _read(self, request: FetchRequest) -> FetchRead:
         is_follower = request.replica_id >= 0
         now_ms = _now_ms()
         answers = []
@@ -500,15 +526,15 @@ class ReplicaManager:
                     )
                 if is_follower:
                     self._update_follower(partition, request.replica_id, ask, now_ms)
-                batches = (
-                    partition.read(
-                        ask.fetch_offset,
-                        max(0, min(ask.partition_max_bytes, budget)),
-                        up_to_high_watermark=not is_follower,
-                    )
-                    if budget > 0
-                    else []
-                )
+                if budget > 0:
+                    with self.handling_log_io_errors(tp, "read"):
+                        batches = partition.read(
+                            ask.fetch_offset,
+                            max(0, min(ask.partition_max_bytes, budget)),
+                            up_to_high_watermark=not is_follower,
+                        )
+                else:
+                    batches = []
             except errors.KafkaError as error:
                 failed = True
                 answers.append(self._fetch_error(tp, partition, error))
@@ -555,20 +581,37 @@ class ReplicaManager:
             )
             self._submit_isr(partition, proposal)
         if moved:
-            self._notify(partition.tp)
+            self._complete_delayed_requests(partition.tp)
 
     # -- ISR changes -------------------------------------------------------------------------
 
     def _submit_isr(self, partition: Partition, proposal: IsrProposal) -> None:
-        if self._nursery is None:
-            partition.complete_isr_change(proposal, None)
-            return
-        self._nursery.start_soon(self._write_isr, partition, proposal)
+        self._isr_writes.send_nowait((partition, proposal))
 
-    async def _write_isr(self, partition: Partition, proposal: IsrProposal) -> None:
+    async def _isr_write_loop(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Writes each ISR proposal on a task of its own, so writes to many partitions are
+        in flight together; one that fails unexpectedly is written again."""
+        async with actors.open_supervisor(name=f"isr-writes-{self.broker_id}") as writes:
+            task_status.started()
+            async for partition, proposal in self._isr_writes_received:
+                writes.start_soon(
+                    self._write_isr, partition, proposal, name=f"isr-write-{proposal.tp}"
+                )
+
+    async def _write_isr(
+        self,
+        partition: Partition,
+        proposal: IsrProposal,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         try:
-            version = await write_isr(self.zk, proposal)
-        except zkstub.ZkError as error:
+            version = await self.zk_client.conditional_update_partition_state(
+                proposal.tp, proposal.partition_state(), proposal.partition_epoch
+            )
+        except ZooKeeperError as error:
             logger.warning("Failed to write the ISR of %s: %r", proposal.tp, error)
             version = None
         if partition.complete_isr_change(proposal, version):
@@ -581,9 +624,11 @@ class ReplicaManager:
             self.isr_propagation.record(proposal.tp, _now_ms())
             # A smaller ISR may let the HW move; a bigger one may satisfy min.insync.
             partition.maybe_increment_high_watermark(_now_ms())
-            self._notify(proposal.tp)
+            self._complete_delayed_requests(proposal.tp)
 
-    async def _isr_expiration_loop(self) -> None:
+    async def _isr_expiration_loop(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         interval = self.config.replica_lag_time_max_ms / 2 / 1000
         while True:
             await trio.sleep(interval)
@@ -604,40 +649,19 @@ class ReplicaManager:
                 )
                 self._submit_isr(partition, proposal)
 
-    async def _isr_propagation_loop(self) -> None:
+    async def _isr_propagation_loop(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         while True:
             await trio.sleep(self.isr_propagation.check_interval_ms / 1000)
             due = self.isr_propagation.take_due(_now_ms())
             if due:
                 try:
-                    zk_client_path = zkdata.isr_change_path()
-                    await self.zk.create(
-                        zk_client_path, zkdata.encode_isr_change(due), sequence=True
-                    )
-                except zkstub.ZkError as error:
+                    await self.zk_client.create_isr_change_notification(due)
+                except ZooKeeperError as error:
                     logger.warning("Failed to propagate ISR changes of %s: %r", due, error)
                     for tp in due:
                         self.isr_propagation.record(tp, _now_ms())
-
-    # -- checkpoints and retention -----------------------------------------------------------
-
-    async def _hw_checkpoint_loop(self) -> None:
-        interval = self.config.replica_high_watermark_checkpoint_interval_ms / 1000
-        while True:
-            await trio.sleep(interval)
-            self.log_manager.checkpoint_high_watermarks(self.high_watermarks())
-
-    async def _retention_loop(self) -> None:
-        interval = self.config.log_retention_check_interval_ms / 1000
-        while True:
-            await trio.sleep(interval)
-            now = self.wall_clock_ms()
-            for tp in sorted(self.partitions):
-                partition = self.partitions[tp]
-                config = self._topic_configs.get(tp.topic) or await self.topic_config(tp.topic)
-                partition.log.delete_old_segments(
-                    now, config.retention_ms, config.retention_bytes, partition.high_watermark
-                )
 
     # -- OffsetsForLeaderEpoch and ListOffsets ------------------------------------------------
 

@@ -6,6 +6,7 @@ import pytest
 import trio
 
 import zkstub
+from kcore import errors
 from kcore.testing import broker_node, open_cluster
 from kcore.zk_client import ControllerMovedError, KafkaZkClient
 
@@ -38,6 +39,19 @@ async def test_three_brokers_elect_one_controller_with_epoch_one(autojump_clock,
             timeout=10,
         )
         assert sorted(await cluster.zk.get_children("/brokers/ids")) == ["1", "2", "3"]
+
+
+async def test_only_the_active_controller_answers_which_brokers_are_live(
+    autojump_clock, wait_until
+):
+    async with open_cluster(brokers=3, seed=1) as cluster:
+        controller_id = await cluster.wait_for_controller(timeout=30)
+        controller = cluster.brokers[controller_id].controller
+        await wait_until(lambda: len(controller.context.live_brokers) == 3, timeout=30)
+        assert await controller.live_broker_ids() == [1, 2, 3]
+        other = next(b for b in sorted(cluster.brokers) if b != controller_id)
+        with pytest.raises(errors.NotControllerError):
+            await cluster.brokers[other].controller.live_broker_ids()
 
 
 async def test_killing_the_controller_elects_another_with_the_next_epoch(autojump_clock):

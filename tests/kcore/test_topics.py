@@ -1,6 +1,10 @@
+import random
+
 import pytest
 
+from kcore import errors
 from kcore.errors import InvalidTopicError
+from kcore.topic_creation import NewTopic, plan_topic
 from kcore.topics import has_collision, has_collision_chars, is_internal, validate_topic_name
 
 
@@ -42,3 +46,43 @@ def test_collision_chars() -> None:
 def test_internal_topics() -> None:
     assert is_internal("__consumer_offsets")
     assert not is_internal("consumer_offsets")
+
+
+def _plan(topic, *, existing=(), live=(1, 2, 3)):
+    return plan_topic(
+        topic,
+        live_brokers=live,
+        existing_topics=existing,
+        default_partitions=2,
+        default_replication_factor=2,
+        rng=random.Random(0),
+    )
+
+
+def test_a_planned_topic_takes_the_broker_defaults():
+    assignment = _plan(NewTopic("t"))
+    assert sorted(assignment) == [0, 1]
+    assert all(
+        len(replicas) == 2 and set(replicas) <= {1, 2, 3} for replicas in assignment.values()
+    )
+
+
+def test_an_explicit_assignment_is_kept():
+    assert _plan(NewTopic("t", assignments={0: (3, 1), 1: (1, 2)})) == {0: (3, 1), 1: (1, 2)}
+
+
+@pytest.mark.parametrize(
+    ("topic", "error"),
+    [
+        (NewTopic("t.x"), errors.InvalidTopicError),  # collides with t_x
+        (NewTopic("t_x"), errors.TopicAlreadyExistsError),
+        (NewTopic("t", 1, assignments={0: (1,)}), errors.InvalidRequestError),
+        (NewTopic("t", assignments={0: (1, 1)}), errors.InvalidReplicaAssignmentError),
+        (NewTopic("t", assignments={1: (1,)}), errors.InvalidReplicaAssignmentError),
+        (NewTopic("t", assignments={0: (1, 9)}), errors.BrokerNotAvailableError),
+        (NewTopic("t", configs={"min.insync.replicas": "x"}), errors.InvalidConfigurationError),
+    ],
+)
+def test_a_topic_kafka_refuses_is_refused_with_its_error(topic, error):
+    with pytest.raises(error):
+        _plan(topic, existing=["t_x"])

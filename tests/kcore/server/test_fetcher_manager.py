@@ -1,13 +1,18 @@
-"""Which fetcher a partition goes to, reuse, and idle shutdown (ReplicaFetcherManager)."""
+"""Which fetcher a partition goes to, reuse, idle shutdown, and what happens to a fetcher
+that keeps failing (ReplicaFetcherManager). A fetcher restarted after one failure, its
+follower catching up: test_replica_managers.py."""
 
 import random
 
+import pytest
 import trio
 
 import transport
+from actors import RestartIntensityError
 from kcore import fetcher_id
 from kcore.common import TopicPartition
 from kcore.server.fetcher import (
+    FETCHER_MAX_RESTARTS,
     BrokerEndPoint,
     FetcherSettings,
     InitialFetchState,
@@ -53,3 +58,24 @@ async def test_fetchers_are_keyed_by_leader_and_fetcher_id_reused_and_shut_down_
         manager.shutdown_idle_fetchers()
         assert manager.fetchers == {}
         nursery.cancel_scope.cancel()
+
+
+class _BrokenReplicas(_NoReplicas):
+    """Every look at a partition meets a bug."""
+
+    def partition(self, tp):
+        raise RuntimeError("injected fault")
+
+
+async def test_a_fetcher_failing_again_and_again_is_given_up_on_and_that_escalates(
+    autojump_clock,
+):
+    network = transport.SimNetwork(1).node("broker-9")
+    settings = FetcherSettings(backoff_ms=100)
+    manager = ReplicaFetcherManager(_BrokenReplicas(), network, random.Random(1), settings)
+    manager.add_fetcher_for_partitions({TopicPartition("t", 0): _state(1)})
+    start = trio.current_time()
+    with pytest.raises(RestartIntensityError):
+        await manager.run()  # its supervisor (the replica manager's) decides what next
+    # Restarted after each failure, one backoff apart, until the limit.
+    assert trio.current_time() - start == pytest.approx(FETCHER_MAX_RESTARTS * 0.1)

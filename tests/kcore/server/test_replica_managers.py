@@ -3,8 +3,10 @@ requests are written here, produce goes straight to the leader's replica manager
 followers fetch over a SimNetwork. This pins the data path on its own."""
 
 import contextlib
+import errno
 import random
 
+import attrs
 import trio
 
 import transport
@@ -12,7 +14,7 @@ import zkstub
 from kcore import zkdata
 from kcore.common import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from kcore.config import KafkaConfig
-from kcore.log import build_batch, iter_batch_records
+from kcore.log import MemoryPartitionLog, build_batch, iter_batch_records
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import LeaderAndIsrPartitionState, LeaderAndIsrRequest, LiveLeader
 from kcore.protocol.data import (
@@ -24,9 +26,11 @@ from kcore.protocol.data import (
     ProduceRequest,
 )
 from kcore.server.apis import decode_body
+from kcore.server.log_dir_failure import LogDirFailureChannel
 from kcore.server.log_manager import LogManager, MemoryLogStorage
 from kcore.server.replica_manager import ReplicaManager
 from kcore.wire import to_wire
+from kcore.zk_client import KafkaZkClient
 
 TP = TopicPartition("t", 0)
 LAG_MS = 4000
@@ -51,7 +55,9 @@ def _handlers(manager):
 
 
 @contextlib.asynccontextmanager
-async def _brokers(count=2):
+async def _brokers(count=2, storages=None):
+    """`storages`: broker id -> its MemoryLogStorage, for the brokers given one."""
+    storages = storages or {}
     network = transport.SimNetwork(5)
     async with zkstub.open_server() as server, server.connect_local() as zk:
         await zk.create(zkdata.partition_state_path(TP), b"{}", make_parents=True)
@@ -70,12 +76,15 @@ async def _brokers(count=2):
                 manager = ReplicaManager(
                     config,
                     broker_id,
-                    zk,
-                    LogManager(["/nonexistent"], memory=MemoryLogStorage()),
+                    KafkaZkClient(zk, lambda: 0.0),
+                    LogManager(
+                        ["/nonexistent"], memory=storages.get(broker_id) or MemoryLogStorage()
+                    ),
                     node,
                     random.Random(broker_id),
                     broker_epoch=lambda: 1,
                     wall_clock_ms=lambda: 0,
+                    log_dir_failures=LogDirFailureChannel(),
                 )
                 await nursery.start(manager.run)
                 server_rpc = transport.RpcServer(_handlers(manager), name=f"broker-{broker_id}")
@@ -200,3 +209,59 @@ async def test_kip279_fast_double_failover_ends_with_identical_logs(autojump_clo
         await _wait(lambda: _records(managers[2]) == [b"m0", b"m1", b"m3"])
         assert _records(managers[1]) == [b"m0", b"m1", b"m3"]
         assert managers[2].partition(TP).log.epoch_cache.entries() == [(0, 0), (2, 2)]
+
+
+class _Disk(MemoryLogStorage):
+    """A simulated disk whose logs are `log_type`'s."""
+
+    def __init__(self, log_type):
+        super().__init__()
+        self.log_type = log_type
+
+    def new_log(self, tp, *, segment_bytes, segment_ms):
+        log = self.log_type(segment_bytes=segment_bytes, segment_ms=segment_ms)
+        self.logs[tp] = log
+        return log
+
+
+class _FailsOnceAsFollower(MemoryPartitionLog):
+    """The first follower append meets a bug (an unexpected error, not an I/O one)."""
+
+    failures = 0
+
+    def append_as_follower(self, batch_bytes, **kwargs):
+        if not self.failures:
+            self.failures += 1
+            raise RuntimeError("injected fault")
+        return super().append_as_follower(batch_bytes, **kwargs)
+
+
+class _UnwritableAsLeader(MemoryPartitionLog):
+    def append(self, batch_bytes, leader_epoch, **kwargs):
+        raise OSError(errno.EIO, "Input/output error")
+
+
+async def test_a_fetcher_that_fails_is_restarted_and_its_follower_catches_up(autojump_clock):
+    follower_disk = _Disk(_FailsOnceAsFollower)
+    async with _brokers(storages={2: follower_disk}) as (_network, zk, managers):
+        await _lead(zk, managers, leader=1, epoch=0, isr=(1, 2))
+        # acks=all: answered once the follower holds the records, past the fault.
+        answer = await _produce(managers[1], -1, b"a", b"b")
+        assert (answer.error_code, answer.base_offset) == (0, 0)
+        assert follower_disk.logs[TP].failures == 1
+        assert _records(managers[2]) == [b"a", b"b"]
+        assert await _produce(managers[1], -1, b"c") == attrs.evolve(answer, base_offset=2)
+        assert _records(managers[2]) == [b"a", b"b", b"c"]
+
+
+async def test_a_log_dir_io_error_answers_kafka_storage_error_and_is_reported(autojump_clock):
+    async with _brokers(storages={1: _Disk(_UnwritableAsLeader)}) as (_network, zk, managers):
+        await _lead(zk, managers, leader=1, epoch=0, isr=(1, 2))
+        answer = await _produce(managers[1], 1, b"a")
+        assert answer.error_code == 56  # KAFKA_STORAGE_ERROR
+        log_dir, cause = await managers[1].log_dir_failures.wait()
+        assert log_dir == "/nonexistent" and isinstance(cause, OSError)
+        # The dir is offline: its partitions answer KAFKA_STORAGE_ERROR to reads too.
+        ask = FetchPartition("t", 0, 0, 1 << 20)
+        fetch = await managers[1].fetch_messages(FetchRequest(-1, -1, 0, 1, 1 << 20, (ask,)))
+        assert fetch.partitions[0].error_code == 56
