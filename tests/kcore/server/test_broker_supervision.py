@@ -1,7 +1,8 @@
 """The broker's failure policy as a client and an operator see it: a request handler that
 fails answers UNKNOWN_SERVER_ERROR and the connection serves its next request; a request
 over socket.request.max.bytes closes its connection only; a log dir that fails stops the
-broker cleanly (its registration goes at once, its leaderships move, and `run` says why)."""
+broker cleanly (its registration goes at once, its leaderships move, and `run` says why);
+a long-lived child that fails takes the broker down with its error."""
 
 import errno
 import random
@@ -9,6 +10,7 @@ import random
 import pytest
 import trio
 
+import actors
 import transport
 from kcore import errors
 from kcore.common import TopicPartition
@@ -103,16 +105,8 @@ async def test_a_failed_log_dir_stops_the_broker_cleanly_and_its_leaderships_mov
     autojump_clock,
 ):
     async with open_cluster(brokers=2, seed=43, logs="memory") as cluster:
-        # Broker 3 runs here rather than in the cluster, to see how its `run` ends.
         storage = MemoryLogStorage()
-        broker = BrokerServer(
-            cluster.broker_config(3),
-            cluster.network,
-            random.Random(3),
-            clock=cluster.clock,
-            node_name=broker_node(3),
-            log_storage=storage,
-        )
+        broker = _hand_started_broker(cluster, 3, log_storage=storage)
         stopped_by = []
         registered_once_stopped = []
 
@@ -142,3 +136,46 @@ async def test_a_failed_log_dir_stops_the_broker_cleanly_and_its_leaderships_mov
         assert str(cluster.broker_config(3).log_dirs[0]) in str(error)
         assert "Input/output error" in str(error)
         assert registered_once_stopped == [None]
+
+
+def _hand_started_broker(cluster, broker_id, **kwargs):
+    """A broker run here rather than in the cluster, to see how its `run` ends."""
+    return BrokerServer(
+        cluster.broker_config(broker_id),
+        cluster.network,
+        random.Random(broker_id),
+        clock=cluster.clock,
+        node_name=broker_node(broker_id),
+        **kwargs,
+    )
+
+
+async def test_a_child_that_fails_takes_the_broker_down_with_its_error(autojump_clock, monkeypatch):
+    run = ReplicaManager.run
+    fail = trio.Event()
+
+    async def fails_in_broker_2(self, *, task_status=trio.TASK_STATUS_IGNORED):
+        if self.broker_id != 2:
+            return await run(self, task_status=task_status)
+        task_status.started()
+        await fail.wait()
+        raise RuntimeError("a bug in the replica manager")
+
+    monkeypatch.setattr(ReplicaManager, "run", fails_in_broker_2)
+    async with open_cluster(brokers=1, seed=44) as cluster:
+        broker = _hand_started_broker(cluster, 2)
+        stopped_by = []
+
+        async def run_broker(task_status=trio.TASK_STATUS_IGNORED):
+            try:
+                await broker.run(task_status=task_status)
+            except actors.RestartIntensityError as error:
+                stopped_by.append(error)
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(run_broker)
+            fail.set()
+        [error] = stopped_by
+        assert "a bug in the replica manager" in str(error.__cause__)
+        assert broker.state is BrokerState.NOT_RUNNING
+        assert cluster.brokers[1].state is BrokerState.RUNNING
