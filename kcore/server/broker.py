@@ -207,7 +207,10 @@ class BrokerServer:
         self._request_server = transport.RpcServer(
             apis.handlers(),
             name=self.node_name,
-            # Kafka's socket.request.max.bytes: a larger request closes its connection.
+            # Kafka's socket.request.max.bytes: a larger request closes its connection. The
+            # transport holds responses to the same bound (Kafka does not), so it must stay
+            # above the largest fetch response (replica.fetch.response.max.bytes, the
+            # consumers' fetch.max.bytes); Kafka's default, 100 MiB, does.
             max_frame_bytes=self.config.socket_request_max_bytes,
         )
         self._processing_requests.set()
