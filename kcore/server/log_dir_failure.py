@@ -9,9 +9,8 @@ broker. The first failure wins; later ones are only logged.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator
+from types import TracebackType
 
 import attrs
 import trio
@@ -48,17 +47,41 @@ class LogDirFailureChannel:
         assert self._failure is not None
         return self._failure
 
-    @contextlib.contextmanager
-    def handling_io_errors(self, log_dir: str, action: str) -> Iterator[None]:
-        """Kafka's maybeHandleIOException around work on a log in `log_dir`: an OSError is
-        reported and raised as KafkaStorageError; a dir that already failed is not touched
-        again (its partitions are offline)."""
-        if self.is_offline(log_dir):
-            raise errors.KafkaStorageError(f"log dir {log_dir} is offline: cannot {action}")
-        try:
-            yield
-        except OSError as error:
-            self.fail(log_dir, error)
+    def handling_io_errors(
+        self, log_dir: str, action: str, subject: object = None
+    ) -> _HandlingIoErrors:
+        """Kafka's maybeHandleIOException around work on a log in `log_dir` ("`action`
+        `subject`" says what, for the error): an OSError is reported and raised as
+        KafkaStorageError; a dir that already failed is not touched again (its partitions
+        are offline). A class, not a generator: it wraps every read and append."""
+        return _HandlingIoErrors(self, log_dir, action, subject)
+
+
+@attrs.frozen
+class _HandlingIoErrors:
+    channel: LogDirFailureChannel
+    log_dir: str
+    action: str
+    subject: object
+
+    def _what(self) -> str:
+        return self.action if self.subject is None else f"{self.action} {self.subject}"
+
+    def __enter__(self) -> None:
+        if self.channel.is_offline(self.log_dir):
             raise errors.KafkaStorageError(
-                f"{action} failed in log dir {log_dir}: {error}"
+                f"log dir {self.log_dir} is offline: cannot {self._what()}"
+            )
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        if isinstance(error, OSError):
+            self.channel.fail(self.log_dir, error)
+            raise errors.KafkaStorageError(
+                f"{self._what()} failed in log dir {self.log_dir}: {error}"
             ) from error
+        return False
