@@ -1,15 +1,22 @@
 """The broker's request handlers (Kafka's KafkaApis): decode, check, delegate to the replica
-manager, the metadata cache or the controller, encode. One method per API key."""
+manager, the metadata cache, ZooKeeper or the controller, encode. One method per API key.
+
+The handlers get their collaborators at construction and nothing else of the broker's: the
+controller is asked its questions through its event queue (`live_broker_ids`,
+`controlled_shutdown`), never by reading its state from a request's task."""
 
 from __future__ import annotations
 
 import logging
+import random
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 import transport
-from kcore import admin_zk, errors
+from kcore import errors
 from kcore.common import NO_LEADER
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import (
@@ -42,10 +49,15 @@ from kcore.protocol.data import (
     TopicResult,
 )
 from kcore.server.control_requests import control_request_error
+from kcore.topic_creation import NewTopic, plan_topic
 from kcore.wire import WireError, from_wire, to_wire
 
 if TYPE_CHECKING:
-    from kcore.server.broker import BrokerServer
+    from kcore.config import KafkaConfig
+    from kcore.controller.controller import KafkaController
+    from kcore.server.metadata_cache import MetadataCache
+    from kcore.server.replica_manager import ReplicaManager
+    from kcore.zk_client import KafkaZkClient
 
 logger = logging.getLogger("kcore.server.apis")
 
@@ -57,12 +69,23 @@ def decode_body(message_type: type, request: transport.Request) -> Any:
         raise transport.RpcError(transport.INVALID_REQUEST, str(error)) from None
 
 
+@attrs.define(eq=False)
 class KafkaApis:
-    def __init__(self, broker: BrokerServer) -> None:
-        self.broker = broker
-        self._producer_ids: tuple[int, int] | None = None  # the unused part of our block
-        self._producer_id_lock = trio.Lock()
-        self._metadata_updated = trio.Event()
+    config: KafkaConfig
+    replica_manager: ReplicaManager
+    metadata_cache: MetadataCache
+    zk_client: KafkaZkClient
+    controller: KafkaController  # this broker's, active or not
+    # This broker's current registration epoch: it changes when a new session re-registers.
+    broker_epoch: Callable[[], int]
+    cluster_id: str
+    rng: random.Random  # the start index of new topics' replica assignments
+    new_topic_id: Callable[[], str]
+
+    # The unused part of the block of producer ids this broker last claimed.
+    _producer_ids: tuple[int, int] | None = attrs.field(default=None, init=False)
+    _producer_id_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    _metadata_updated: trio.Event = attrs.field(factory=trio.Event, init=False)
 
     def handlers(self) -> dict[int, Any]:
         return {
@@ -81,17 +104,13 @@ class KafkaApis:
         }
 
     @property
-    def replica_manager(self):
-        return self.broker.replica_manager
-
-    @property
-    def metadata_cache(self):
-        return self.broker.metadata_cache
+    def broker_id(self) -> int:
+        return self.config.broker_id
 
     def _control_error(self, request: Any) -> int:
         return control_request_error(
             broker_epoch_in_request=request.broker_epoch,
-            current_broker_epoch=self.broker.broker_epoch,
+            current_broker_epoch=self.broker_epoch(),
             controller_epoch_in_request=request.controller_epoch,
             current_controller_epoch=self.metadata_cache.controller_epoch,
         )
@@ -104,7 +123,7 @@ class KafkaApis:
         if error:
             logger.warning(
                 "Broker %d refuses UpdateMetadata from controller %d epoch %d (error %d)",
-                self.broker.broker_id,
+                self.broker_id,
                 update.controller_id,
                 update.controller_epoch,
                 error,
@@ -119,14 +138,14 @@ class KafkaApis:
         message = decode_body(LeaderAndIsrRequest, request)
         error = control_request_error(
             broker_epoch_in_request=message.broker_epoch,
-            current_broker_epoch=self.broker.broker_epoch,
+            current_broker_epoch=self.broker_epoch(),
             controller_epoch_in_request=message.controller_epoch,
             current_controller_epoch=self.replica_manager.controller_epoch,
         )
         if error:
             logger.warning(
                 "Broker %d refuses LeaderAndIsr from controller %d epoch %d (error %d)",
-                self.broker.broker_id,
+                self.broker_id,
                 message.controller_id,
                 message.controller_epoch,
                 error,
@@ -138,7 +157,7 @@ class KafkaApis:
         message = decode_body(StopReplicaRequest, request)
         error = control_request_error(
             broker_epoch_in_request=message.broker_epoch,
-            current_broker_epoch=self.broker.broker_epoch,
+            current_broker_epoch=self.broker_epoch(),
             controller_epoch_in_request=message.controller_epoch,
             current_controller_epoch=self.replica_manager.controller_epoch,
         )
@@ -148,10 +167,9 @@ class KafkaApis:
 
     async def handle_controlled_shutdown(self, request: transport.Request) -> Any:
         message = decode_body(ControlledShutdownRequest, request)
-        controller = self.broker.controller
-        if controller is None or not controller.is_active:
+        if not self.controller.is_active:
             return to_wire(ControlledShutdownResponse(errors.NotControllerError.code))
-        code, remaining = await controller.controlled_shutdown(
+        code, remaining = await self.controller.controlled_shutdown(
             message.broker_id, message.broker_epoch
         )
         entries = tuple(TopicPartitionEntry(tp.topic, tp.partition) for tp in remaining)
@@ -214,14 +232,11 @@ class KafkaApis:
                 )
             )
         controller_id = cache.controller_id if cache.controller_id is not None else -1
-        return MetadataResponse(
-            tuple(brokers), controller_id, tuple(described), self.broker.cluster_id
-        )
+        return MetadataResponse(tuple(brokers), controller_id, tuple(described), self.cluster_id)
 
     async def handle_create_topics(self, request: transport.Request) -> Any:
         message = decode_body(CreateTopicsRequest, request)
-        controller = self.broker.controller
-        if controller is None or not controller.is_active:
+        if not self.controller.is_active:
             return to_wire(
                 CreateTopicsResponse(
                     tuple(
@@ -250,28 +265,28 @@ class KafkaApis:
         return to_wire(CreateTopicsResponse(tuple(results)))
 
     async def _create_topic(self, topic: Any, validate_only: bool) -> None:
-        broker = self.broker
-        existing = await broker.zk.get_children("/brokers/topics")
-        config = broker.config
-        assignment = admin_zk.plan_topic(
-            admin_zk.NewTopic(
+        existing = await self.zk_client.get_all_topics()
+        # The controller's own view, fresher than the metadata cache it feeds; NOT_CONTROLLER
+        # if it resigned since the check above.
+        live_brokers = await self.controller.live_broker_ids()
+        assignment = plan_topic(
+            NewTopic(
                 topic.name,
                 topic.num_partitions,
                 topic.replication_factor,
                 dict(topic.assignments),
                 dict(topic.configs),
             ),
-            # The controller's own view: fresher than the metadata cache it feeds.
-            live_brokers=sorted(broker.controller.context.live_broker_ids),
+            live_brokers=live_brokers,
             existing_topics=existing,
-            default_partitions=config.num_partitions,
-            default_replication_factor=config.default_replication_factor,
-            rng=broker.rng,
+            default_partitions=self.config.num_partitions,
+            default_replication_factor=self.config.default_replication_factor,
+            rng=self.rng,
         )
         if validate_only:
             return
-        await admin_zk.create_topic(
-            broker.zk, topic.name, broker.new_uuid(), assignment, dict(topic.configs)
+        await self.zk_client.create_topic(
+            topic.name, self.new_topic_id(), assignment, dict(topic.configs)
         )
         logger.info("Created topic %s with assignment %s", topic.name, assignment)
 
@@ -301,8 +316,7 @@ class KafkaApis:
         """Marks topics for deletion under /admin/delete_topics (the controller deletes
         them) and answers once they are gone, or REQUEST_TIMED_OUT."""
         message = decode_body(DeleteTopicsRequest, request)
-        controller = self.broker.controller
-        if controller is None or not controller.is_active:
+        if not self.controller.is_active:
             return to_wire(
                 DeleteTopicsResponse(
                     tuple(
@@ -312,18 +326,18 @@ class KafkaApis:
                 )
             )
         results: dict[str, TopicResult] = {}
-        existing = set(await self.broker.zk.get_children("/brokers/topics"))
+        existing = set(await self.zk_client.get_all_topics())
         for name in message.names:
             if name not in existing:
                 results[name] = TopicResult(
                     name, errors.UnknownTopicOrPartitionError.code, f"Topic '{name}' does not exist"
                 )
-            elif not self.broker.config.delete_topic_enable:
+            elif not self.config.delete_topic_enable:
                 results[name] = TopicResult(
                     name, errors.TopicDeletionDisabledError.code, "delete.topic.enable is false"
                 )
             else:
-                await admin_zk.mark_topic_for_deletion(self.broker.zk, name)
+                await self.zk_client.mark_topic_for_deletion(name)
                 results[name] = TopicResult(name, 0)
         pending = [name for name, result in results.items() if result.error_code == 0]
         with trio.move_on_after(message.timeout_ms / 1000):
@@ -340,9 +354,7 @@ class KafkaApis:
         decode_body(InitProducerIdRequest, request)
         async with self._producer_id_lock:
             if self._producer_ids is None or self._producer_ids[0] > self._producer_ids[1]:
-                self._producer_ids = await admin_zk.allocate_producer_id_block(
-                    self.broker.zk, self.broker.broker_id
-                )
+                self._producer_ids = await self.zk_client.allocate_producer_id_block(self.broker_id)
             producer_id = self._producer_ids[0]
             self._producer_ids = (producer_id + 1, self._producer_ids[1])
         return to_wire(InitProducerIdResponse(0, producer_id, 0))

@@ -1,6 +1,10 @@
 """A broker (Kafka's KafkaServer in ZooKeeper mode): connect to ZooKeeper, create Kafka's
 top-level paths, agree on the cluster id, check meta.properties, serve requests, register
 `/brokers/ids/N`, and run the controller.
+
+The broker is the root of its supervision tree: its listeners, its replica manager and its
+controller run as children of one `actors` supervisor (each supervises its own tasks), and
+the failure policy is written out in `_serve`.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from typing import Any
 import attrs
 import trio
 
+import actors
 import transport
-import zkstub
 from actors import MetricsRegistry
+from kcore import errors
 from kcore.common import Broker, EndPoint
 from kcore.controller.controller import KafkaController
 from kcore.protocol.api_keys import ApiKey
@@ -30,7 +35,7 @@ from kcore.server.log_manager import LogManager, MemoryLogStorage
 from kcore.server.metadata_cache import MetadataCache
 from kcore.server.replica_manager import ReplicaManager
 from kcore.wire import WireError, from_wire, to_wire
-from kcore.zk_client import KafkaZkClient
+from kcore.zk_client import KafkaZkClient, ZooKeeperError, open_kafka_zk_client
 
 logger = logging.getLogger("kcore.server.broker")
 
@@ -46,6 +51,20 @@ class BrokerState(enum.Enum):
 def generate_cluster_id(rng: random.Random) -> str:
     """Kafka's Uuid.toString: 16 random bytes, URL-safe base64 without padding."""
     return base64.urlsafe_b64encode(rng.randbytes(16)).decode().rstrip("=")
+
+
+# The broker's own children are not restarted (a restart intensity of 0): each one's state is
+# bound to the others' (the listeners' ports are registered in ZooKeeper, the controller's
+# session hooks are installed once, the replica manager's partitions are what the controller
+# last told it), so a child that escapes its own supervision with an error is a bug, and the
+# broker goes down with that error rather than limp on without the child. Failures that are
+# not bugs are handled below that level: a request handler's error answers that request with
+# UNKNOWN_SERVER_ERROR and the connection serves its next request (transport.RpcServer); a
+# fetcher's error restarts the fetcher (the replica manager's supervisor); a controller
+# event's error is logged and the next event processed (actors.EventManager); a log dir's
+# I/O error stops the broker cleanly (`LogDirFailureChannel`, `run`).
+_CHILD_RESTARTS = 0
+_CHILD_RESTARTS_WITHIN = 1.0  # seconds; any window: no failure is allowed in it
 
 
 @attrs.define(eq=False)
@@ -65,9 +84,16 @@ class BrokerServer:
     metadata_cache: MetadataCache = attrs.field(init=False)
     controller: KafkaController | None = attrs.field(default=None, init=False)
     replica_manager: ReplicaManager | None = attrs.field(default=None, init=False)
-    zk: Any = attrs.field(default=None, init=False)
+    zk_client: KafkaZkClient | None = attrs.field(default=None, init=False)
+    # Where the logs report an I/O error of their log dir: the broker then stops.
+    log_dir_failures: LogDirFailureChannel = attrs.field(factory=LogDirFailureChannel, init=False)
     _serve_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
     _stopped: trio.Event = attrs.field(factory=trio.Event, init=False)
+    # Kafka's SocketServer accepts connections from start-up but processes their requests
+    # only once the request handlers exist (`enableRequestProcessing`), which is after the
+    # controller: the handlers ask it things.
+    _request_server: transport.RpcServer | None = attrs.field(default=None, init=False)
+    _processing_requests: trio.Event = attrs.field(factory=trio.Event, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.metadata_cache = MetadataCache(self.config.broker_id)
@@ -86,35 +112,44 @@ class BrokerServer:
     ) -> None:
         """Starts the broker and serves until cancelled (a crash: nothing is flushed or
         closed) or `shutdown` (clean: logs flushed and checkpointed, session closed);
-        `task_status.started(self)` once it is registered and its controller runs."""
+        `task_status.started(self)` once it is registered and its controller runs.
+
+        When its log dir fails, the broker stops serving, closes its ZooKeeper session (so
+        the controller moves its leaderships at once) and raises KafkaStorageError."""
         self.state = BrokerState.STARTING
         network = self.network.node(self.node_name)
         try:
-            async with zkstub.connect(
+            async with open_kafka_zk_client(
                 self.config.zookeeper_connect,
                 session_timeout=self.config.zookeeper_session_timeout_ms / 1000,
                 connect_timeout=self.config.zookeeper_connection_timeout_ms / 1000,
                 network=network,
                 rng=self.rng,
-            ) as zk:
-                self.zk = zk
+                clock=self.clock,
+            ) as zk_client:
+                self.zk_client = zk_client
+                failure = None
                 with trio.CancelScope() as self._serve_scope:
-                    await self._serve(zk, network, task_status)
-                # Only a clean shutdown gets here: everything that served has stopped.
-                if self.replica_manager is not None:
-                    self.replica_manager.shutdown()
-                await zk.aclose()
-                logger.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+                    failure = await self._serve(zk_client, network, task_status)
+                if failure is not None:
+                    await self._stop_after_log_dir_failure(zk_client, *failure)
+                else:  # `shutdown`: everything that served has stopped
+                    if self.replica_manager is not None:
+                        self.replica_manager.shutdown()
+                    await zk_client.close()
+                    logger.info("[KafkaServer id=%d] shut down completed", self.broker_id)
         finally:
             self.state = BrokerState.NOT_RUNNING
             self._stopped.set()
 
-    async def _serve(self, zk: Any, network: transport.Network, task_status) -> None:
-        zk_client = KafkaZkClient(zk, self.clock)
+    async def _serve(
+        self, zk_client: KafkaZkClient, network: transport.Network, task_status
+    ) -> tuple[str, BaseException]:
+        """Starts everything and serves; returns the log dir failure that ended it."""
         await zk_client.create_top_level_paths()
         self.cluster_id = await zk_client.get_or_create_cluster_id(generate_cluster_id(self.rng))
         self._check_log_dirs()
-        self.replica_manager = ReplicaManager(
+        replica_manager = self.replica_manager = ReplicaManager(
             self.config,
             self.broker_id,
             zk_client,
@@ -124,16 +159,19 @@ class BrokerServer:
             broker_epoch=lambda: self.broker_epoch,
             wall_clock_ms=lambda: int(self.clock() * 1000),
             is_controller=lambda: self.controller is not None and self.controller.is_active,
-            log_dir_failures=LogDirFailureChannel(),
+            log_dir_failures=self.log_dir_failures,
         )
-        self.replica_manager.startup()
-        server = transport.RpcServer(KafkaApis(self).handlers(), name=self.node_name)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(self.replica_manager.run)
-            self.endpoints = await self._start_listeners(nursery, network, server)
+        replica_manager.startup()
+        async with actors.open_supervisor(
+            max_restarts=_CHILD_RESTARTS,
+            within=_CHILD_RESTARTS_WITHIN,
+            name=f"broker-{self.broker_id}",
+        ) as supervisor:
+            await supervisor.start(replica_manager.run, name="replica-manager")
+            self.endpoints = await self._start_listeners(supervisor, network)
             broker = Broker(self.broker_id, self.endpoints, self.config.broker_rack)
             self.broker_epoch = await zk_client.register_broker(broker)
-            self.controller = KafkaController(
+            controller = self.controller = KafkaController(
                 attrs.evolve(broker, epoch=self.broker_epoch),
                 zk_client,
                 network,
@@ -143,11 +181,58 @@ class BrokerServer:
                 on_broker_epoch=self._set_broker_epoch,
                 config=self.config,
             )
-            self.controller.broker_epoch = self.broker_epoch
-            await nursery.start(self.controller.run)
+            controller.broker_epoch = self.broker_epoch
+            await supervisor.start(controller.run, name="controller")
+            self._enable_request_processing(
+                KafkaApis(
+                    self.config,
+                    replica_manager,
+                    self.metadata_cache,
+                    zk_client,
+                    controller,
+                    broker_epoch=lambda: self.broker_epoch,
+                    cluster_id=self.cluster_id,
+                    rng=self.rng,
+                    new_topic_id=self.new_uuid,
+                )
+            )
             self.state = BrokerState.RUNNING
             logger.info("[KafkaServer id=%d] started", self.broker_id)
             task_status.started(self)
+            failure = await self.log_dir_failures.wait()
+            supervisor.cancel()
+        return failure
+
+    def _enable_request_processing(self, apis: KafkaApis) -> None:
+        self._request_server = transport.RpcServer(
+            apis.handlers(),
+            name=self.node_name,
+            # Kafka's socket.request.max.bytes: a larger request closes its connection. The
+            # transport holds responses to the same bound (Kafka does not), so it must stay
+            # above the largest fetch response (replica.fetch.response.max.bytes, the
+            # consumers' fetch.max.bytes); Kafka's default, 100 MiB, does.
+            max_frame_bytes=self.config.socket_request_max_bytes,
+        )
+        self._processing_requests.set()
+
+    async def _handle_connection(self, connection: transport.MessageConnection) -> None:
+        await self._processing_requests.wait()
+        await self._request_server.handle_connection(connection)
+
+    async def _stop_after_log_dir_failure(
+        self, zk_client: KafkaZkClient, log_dir: str, cause: BaseException
+    ) -> None:
+        """Kafka halts a broker whose last log dir went offline; this one stops and says why.
+        Nothing is flushed or checkpointed: the log dir is what failed. The session is closed,
+        so the registration goes at once and the controller elects new leaders now rather
+        than after the session timeout."""
+        self.state = BrokerState.SHUTTING_DOWN
+        logger.error("[KafkaServer id=%d] Shutdown broker because all log dirs in %s have "
+                     "failed: %r", self.broker_id, log_dir, cause)  # fmt: skip
+        await zk_client.close()
+        raise errors.KafkaStorageError(
+            f"Broker {self.broker_id} stopped: log dir {log_dir} failed: {cause!r}"
+        ) from cause
 
     def _set_broker_epoch(self, epoch: int) -> None:
         self.broker_epoch = epoch
@@ -159,15 +244,16 @@ class BrokerServer:
             check_meta_properties(pathlib.Path(log_dir), self.broker_id, self.cluster_id)
 
     async def _start_listeners(
-        self, nursery: trio.Nursery, network: transport.Network, server: transport.RpcServer
+        self, supervisor: actors.Supervisor, network: transport.Network
     ) -> tuple[EndPoint, ...]:
         endpoints = []
         for listener in self.config.listeners:
             endpoint = EndPoint.parse(listener)
-            bound = await nursery.start(
+            bound = await supervisor.start(
                 network.serve,
                 (endpoint.host or "127.0.0.1", endpoint.port),
-                server.handle_connection,
+                self._handle_connection,
+                name=f"listener-{endpoint.listener_name}",
             )
             host, port = bound.address[0], bound.address[1]
             endpoints.append(attrs.evolve(endpoint, host=host, port=port))
@@ -228,11 +314,11 @@ class BrokerServer:
         return False
 
     async def _controller_endpoint(self) -> EndPoint | None:
-        if self.zk is None:
+        if self.zk_client is None:
             return None
         try:
-            controller_id = await KafkaZkClient(self.zk, self.clock).get_controller_id()
-        except zkstub.ZkError:
+            controller_id = await self.zk_client.get_controller_id()
+        except ZooKeeperError:
             return None
         if controller_id is None:
             return None

@@ -18,7 +18,7 @@ async def test_a_tcp_cluster_elects_a_controller_and_registers_kafkas_layout():
                 assert path in children
             registration, stat = await cluster.zk.get("/brokers/ids/1")
             assert b'"endpoints":["PLAINTEXT://127.0.0.1:' in registration
-            assert stat.ephemeralOwner == cluster.brokers[1].zk.session_id
+            assert stat.ephemeralOwner == cluster.brokers[1].zk_client.session_id
             assert cluster.brokers[1].broker_epoch == stat.czxid
 
 
