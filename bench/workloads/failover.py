@@ -264,7 +264,7 @@ async def _election_case(rows, cluster, count) -> dict[str, object]:
     led = leaders(cluster, topic, count)
     assert set(led.values()) == {victim}, f"{victim} should lead them all: {set(led.values())}"
     stamp = WallStamp.now()
-    session = cluster.brokers[victim].zk.session_id
+    session = cluster.brokers[victim].zk_client.session_id
     await cluster.kill_broker(victim)
     began = trio.current_time()
     await cluster.zk_server.expire_session(session)  # noticed now, not a timeout later
