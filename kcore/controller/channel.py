@@ -88,20 +88,24 @@ class ControllerChannelManager:
         async with open_supervisor(
             name=f"controller-{self.controller_id}-senders", restart_delay=self.retry_backoff
         ) as supervisor:
-            started: set[_BrokerSender] = set()
 
             def start(sender: _BrokerSender) -> None:
-                if sender.removed or sender in started:
-                    return
-                started.add(sender)
                 name = f"controller-sender-{sender.broker.id}"
                 supervisor.start_soon(self._send_loop, sender, name=name)
 
+            # Every sender queued to start before now is registered (or was removed): one
+            # task each for the registered ones, and the queue holds only later additions.
+            while True:
+                try:
+                    self._to_start_receive.receive_nowait()
+                except trio.WouldBlock:
+                    break
             for broker_id in self.broker_ids:
                 start(self._senders[broker_id])
             task_status.started()
             async for sender in self._to_start_receive:
-                start(sender)
+                if not sender.removed:
+                    start(sender)
 
     @property
     def broker_ids(self) -> list[int]:
