@@ -19,6 +19,7 @@ from typing import Any, Self
 import attrs
 import trio
 
+import transport
 import zkstub
 from kcore import errors, zkdata
 from kcore.common import (
@@ -216,7 +217,7 @@ async def open_kafka_zk_client(
     *,
     session_timeout: float,
     connect_timeout: float,
-    network: Any,
+    network: transport.Network,
     rng: random.Random,
     clock: Callable[[], float],
 ) -> AsyncIterator[KafkaZkClient]:
