@@ -19,6 +19,7 @@ from typing import Any, Self
 import attrs
 import trio
 
+import transport
 import zkstub
 from kcore import errors, zkdata
 from kcore.common import (
@@ -36,6 +37,39 @@ MATCH_ANY_VERSION = -1
 # The base class of every ZooKeeper failure, under kcore's name: callers catch it without
 # importing zkstub.
 ZooKeeperError = zkstub.ZkError
+
+
+# What a watch calls when its znode (or its list of children) changes: no argument, so no
+# zkstub type reaches the caller; it re-reads (and re-arms) with the method that armed it.
+Watch = Callable[[], None]
+
+
+@attrs.frozen
+class _Watcher:
+    """A zkstub watcher calling a `Watch`. Equal when their callbacks are: the client
+    registers a watcher once per znode however often it is armed, as it would the
+    callback itself."""
+
+    on_event: Watch
+
+    def __call__(self, _event: zkstub.WatchedEvent) -> None:
+        self.on_event()
+
+
+@attrs.frozen
+class _ControllerWatcher:
+    on_deleted: Watch
+    on_changed: Watch
+
+    def __call__(self, event: zkstub.WatchedEvent) -> None:
+        if event.type is zkstub.EventType.DELETED:
+            self.on_deleted()
+        else:
+            self.on_changed()
+
+
+def _watcher(watch: Watch | None) -> _Watcher | None:
+    return None if watch is None else _Watcher(watch)
 
 
 class ControllerMovedError(Exception):
@@ -183,7 +217,7 @@ async def open_kafka_zk_client(
     *,
     session_timeout: float,
     connect_timeout: float,
-    network: Any,
+    network: transport.Network,
     rng: random.Random,
     clock: Callable[[], float],
 ) -> AsyncIterator[KafkaZkClient]:
@@ -324,10 +358,10 @@ class KafkaZkClient:
             )  # fmt: skip
             raise zkstub.NodeExistsError(path=path)
 
-    async def get_all_brokers(self, watch=None) -> dict[int, Broker]:
+    async def get_all_brokers(self, watch: Watch | None = None) -> dict[int, Broker]:
         """Every registered broker, with its epoch, by id (`watch` on the list of ids)."""
         brokers = {}
-        for child in await self.zk.get_children(zkdata.BROKER_IDS, watch=watch):
+        for child in await self.zk.get_children(zkdata.BROKER_IDS, watch=_watcher(watch)):
             if not child.isdigit():
                 continue
             broker_id = int(child)
@@ -340,19 +374,19 @@ class KafkaZkClient:
 
     # -- controller election --------------------------------------------------------------
 
-    async def get_controller_id(self, watch=None) -> int | None:
+    async def get_controller_id(self) -> int | None:
         try:
-            data, _ = await self.zk.get(zkdata.CONTROLLER, watch=watch)
+            data, _ = await self.zk.get(zkdata.CONTROLLER)
         except zkstub.NoNodeError:
-            if watch is not None:
-                await self.zk.exists(zkdata.CONTROLLER, watch=watch)
             return None
         return zkdata.decode_controller(data)
 
-    async def watch_controller(self, watch) -> int | None:
-        """Registers an existence/data watch on /controller (the ControllerChange handler)
-        and returns the current controller id, if any."""
-        stat = await self.zk.exists(zkdata.CONTROLLER, watch=watch)
+    async def watch_controller(self, *, on_deleted: Watch, on_changed: Watch) -> int | None:
+        """Registers an existence/data watch on /controller (the ControllerChange handler:
+        `on_deleted` when it goes, `on_changed` when it is created or rewritten) and
+        returns the current controller id, if any."""
+        watcher = _ControllerWatcher(on_deleted, on_changed)
+        stat = await self.zk.exists(zkdata.CONTROLLER, watch=watcher)
         if stat is None:
             return None
         try:
@@ -467,14 +501,14 @@ class KafkaZkClient:
 
     # -- topics and partitions ------------------------------------------------------------
 
-    async def get_all_topics(self, watch=None) -> list[str]:
-        return await self.zk.get_children(zkdata.BROKER_TOPICS, watch=watch)
+    async def get_all_topics(self, watch: Watch | None = None) -> list[str]:
+        return await self.zk.get_children(zkdata.BROKER_TOPICS, watch=_watcher(watch))
 
     async def get_replica_assignment(
-        self, topic: str, watch=None
+        self, topic: str, watch: Watch | None = None
     ) -> tuple[str | None, dict[int, ReplicaAssignment]] | None:
         try:
-            data, _ = await self.zk.get(zkdata.topic_path(topic), watch=watch)
+            data, _ = await self.zk.get(zkdata.topic_path(topic), watch=_watcher(watch))
         except zkstub.NoNodeError:
             return None
         return zkdata.decode_topic(topic, data)
@@ -533,6 +567,17 @@ class KafkaZkClient:
         except zkstub.NodeExistsError:
             pass  # already marked
 
+    async def get_topic_deletions(self, watch: Watch | None = None) -> list[str]:
+        """The topics marked for deletion (`watch` on the marks)."""
+        return await self.zk.get_children(zkdata.DELETE_TOPICS, watch=_watcher(watch))
+
+    async def delete_topic_deletions(
+        self, topics: Iterable[str], expected_epoch_zk_version: int
+    ) -> None:
+        """Removes the marks (the topics are gone, or deletion is disabled), fenced."""
+        for topic in topics:
+            await self._delete_fenced(zkdata.delete_topic_path(topic), expected_epoch_zk_version)
+
     async def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
         """Claims the next block of producer ids [start, end] with a conditional write on
         `/latest_producer_id_block`, retrying when another broker claims one at the same
@@ -572,14 +617,53 @@ class KafkaZkClient:
                 logger.info("Reading %s failed (%r); retrying", path, error)
                 await trio.sleep(CONNECTION_LOSS_RETRY_BACKOFF)
 
-    async def get_topic_config(self, topic: str) -> dict[str, str]:
-        """The topic's overrides from /config/topics/T ({} when it has none)."""
-        path = zkdata.config_path("topics", topic)
+    async def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        """Each topic's overrides from /config/topics/T ({} when it has none), the reads
+        pipelined, for the controller. Unlike `read_topic_configs` an expired session is
+        an answer (raised): the controller's expiry hook waits for the event reading."""
+        names = sorted(set(topics))
+
+        async def read(topic: str) -> dict[str, str]:
+            path = zkdata.config_path("topics", topic)
+            try:
+                data, _ = await self.zk.get(path)
+            except zkstub.NoNodeError:
+                return {}
+            return zkdata.decode_config(path, data)
+
+        results = await _pipelined([lambda topic=topic: read(topic) for topic in names])
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return dict(zip(names, results, strict=True))
+
+    async def delete_topic_znode(self, topic: str, expected_epoch_zk_version: int) -> None:
+        """/brokers/topics/T and its partitions' states, children first, fenced."""
+        await self._delete_recursive_fenced(zkdata.topic_path(topic), expected_epoch_zk_version)
+
+    async def delete_topic_configs(
+        self, topics: Iterable[str], expected_epoch_zk_version: int
+    ) -> None:
+        for topic in topics:
+            await self._delete_fenced(
+                zkdata.config_path("topics", topic), expected_epoch_zk_version
+            )
+
+    async def _delete_recursive_fenced(self, path: str, expected_epoch_zk_version: int) -> None:
         try:
-            data, _ = await self.zk.get(path)
+            children = await self.zk.get_children(path)
         except zkstub.NoNodeError:
-            return {}
-        return zkdata.decode_config(path, data)
+            return
+        for child in sorted(children):
+            await self._delete_recursive_fenced(f"{path}/{child}", expected_epoch_zk_version)
+        await self._delete_fenced(path, expected_epoch_zk_version)
+
+    async def _delete_fenced(self, path: str, expected_epoch_zk_version: int) -> None:
+        """A fenced delete of a znode that may be gone already."""
+        try:
+            await self.fenced(zkstub.Op.delete(path), expected_epoch_zk_version)
+        except zkstub.NoNodeError:
+            pass
 
     async def get_partition_state(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
         try:
@@ -736,8 +820,8 @@ class KafkaZkClient:
             zkdata.isr_change_path(), zkdata.encode_isr_change(partitions), sequence=True
         )
 
-    async def get_isr_change_notifications(self, watch=None) -> list[str]:
-        return await self.zk.get_children(zkdata.ISR_CHANGE_NOTIFICATION, watch=watch)
+    async def get_isr_change_notifications(self, watch: Watch | None = None) -> list[str]:
+        return await self.zk.get_children(zkdata.ISR_CHANGE_NOTIFICATION, watch=_watcher(watch))
 
     async def read_isr_change_notifications(self, names: Iterable[str]) -> set[TopicPartition]:
         partitions: set[TopicPartition] = set()
@@ -753,12 +837,7 @@ class KafkaZkClient:
         self, names: Iterable[str], expected_epoch_zk_version: int
     ) -> None:
         for name in names:
-            try:
-                await self.fenced(
-                    zkstub.Op.delete(zkdata.isr_change_path(name)), expected_epoch_zk_version
-                )
-            except zkstub.NoNodeError:
-                pass
+            await self._delete_fenced(zkdata.isr_change_path(name), expected_epoch_zk_version)
 
 
 def _is_multi_filler(error: Exception) -> bool:

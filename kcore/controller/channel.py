@@ -4,6 +4,13 @@ Requests to a broker go out one at a time, in the order queued. A request that f
 network is retried (after `retry_backoff`, on a fresh connection) until it is answered or the
 broker is removed: control requests are idempotent on the broker (epoch checks), and a
 broker that is gone is removed by the BrokerChange that notices it.
+
+Supervision: the senders run under the manager's supervisor. A sender that dies on an
+unexpected error (anything but the network, which it retries itself) is restarted, after
+`retry_backoff`, on a fresh connection; the request in hand is lost, the ones queued behind
+it go out (as Kafka's RequestSendThread goes on after a failed send). A sender failing again
+and again (the supervisor's restart intensity) ends `run` with RestartIntensityError, for
+the controller's supervisor to restart the manager, which restarts every sender.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import attrs
 import trio
 
 import transport
-from actors import MetricsRegistry, metric_name
+from actors import MetricsRegistry, metric_name, open_supervisor
 from kcore.common import Broker
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import CONTROL_RESPONSE_TYPES
@@ -42,11 +49,20 @@ class _BrokerSender:
     broker: Broker
     send: trio.MemorySendChannel
     receive: trio.MemoryReceiveChannel
-    cancel_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    removed: bool = False
+    # The running attempt's (each restart of the send loop enters a fresh one).
+    cancel_scope: trio.CancelScope | None = None
 
     @property
     def queue_size(self) -> int:
         return self.send.statistics().current_buffer_used
+
+    def remove(self) -> None:
+        """Stops its task for good; what is still queued is dropped."""
+        self.removed = True
+        self.send.close()
+        if self.cancel_scope is not None:
+            self.cancel_scope.cancel()
 
 
 @attrs.define(eq=False)
@@ -59,18 +75,37 @@ class ControllerChannelManager:
     request_timeout: float = 30.0  # controller.socket.timeout.ms
     retry_backoff: float = 0.1
     _senders: dict[int, _BrokerSender] = attrs.field(factory=dict, init=False)
-    _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
+    # Senders added since `run` last looked: it starts their tasks.
+    _to_start: trio.MemorySendChannel[_BrokerSender] = attrs.field(init=False)
+    _to_start_receive: trio.MemoryReceiveChannel[_BrokerSender] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._to_start, self._to_start_receive = trio.open_memory_channel(math.inf)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Owns the sender tasks; cancel it (or `shutdown`) to stop them all."""
-        try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                task_status.started()
-                await trio.sleep_forever()
-        finally:
-            self._nursery = None
-            self._senders.clear()
+        """Runs a sender task per broker added (and, at a restart, per broker still here)
+        until cancelled; `remove_broker` / `shutdown` stop them."""
+        async with open_supervisor(
+            name=f"controller-{self.controller_id}-senders", restart_delay=self.retry_backoff
+        ) as supervisor:
+
+            def start(sender: _BrokerSender) -> None:
+                name = f"controller-sender-{sender.broker.id}"
+                supervisor.start_soon(self._send_loop, sender, name=name)
+
+            # Every sender queued to start before now is registered (or was removed): one
+            # task each for the registered ones, and the queue holds only later additions.
+            while True:
+                try:
+                    self._to_start_receive.receive_nowait()
+                except trio.WouldBlock:
+                    break
+            for broker_id in self.broker_ids:
+                start(self._senders[broker_id])
+            task_status.started()
+            async for sender in self._to_start_receive:
+                if not sender.removed:
+                    start(sender)
 
     @property
     def broker_ids(self) -> list[int]:
@@ -79,19 +114,16 @@ class ControllerChannelManager:
     def add_broker(self, broker: Broker) -> None:
         if broker.id in self._senders:
             return
-        if self._nursery is None:
-            raise RuntimeError("ControllerChannelManager.run is not running")
         send, receive = trio.open_memory_channel(math.inf)
         sender = _BrokerSender(broker, send, receive)
         self._senders[broker.id] = sender
         self.metrics.gauge(self._queue_size_name(broker.id), lambda: sender.queue_size)
-        self._nursery.start_soon(self._send_loop, sender, name=f"controller-sender-{broker.id}")
+        self._to_start.send_nowait(sender)
 
     def remove_broker(self, broker_id: int) -> None:
         sender = self._senders.pop(broker_id, None)
         if sender is not None:
-            sender.cancel_scope.cancel()
-            sender.send.close()
+            sender.remove()
             self.metrics.remove(self._queue_size_name(broker_id))
 
     def shutdown(self) -> None:
@@ -121,11 +153,18 @@ class ControllerChannelManager:
         sender.send.send_nowait(_QueueItem(api_key, request, callback, trio.current_time()))
         return True
 
-    async def _send_loop(self, sender: _BrokerSender) -> None:
+    async def _send_loop(
+        self,
+        sender: _BrokerSender,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         broker = sender.broker
         endpoint = broker.endpoint(self.listener_name)
         address = (endpoint.host, endpoint.port)
-        with sender.cancel_scope:
+        with trio.CancelScope() as sender.cancel_scope:
+            if sender.removed:
+                return
             async with transport.open_rpc_client(
                 self.network,
                 address,

@@ -19,23 +19,23 @@ import attrs
 import trio
 
 import transport
-import zkstub
-from actors import EventManager, EventPreemptedError, MetricsRegistry, metric_name
-from kcore import errors, zkdata
+from actors import EventManager, EventPreemptedError, MetricsRegistry, metric_name, open_supervisor
+from kcore import errors
 from kcore.common import Broker, TopicPartition
-from kcore.config import InvalidTopicConfigError, KafkaConfig, TopicConfig
+from kcore.config import KafkaConfig
 from kcore.controller import events as ev
 from kcore.controller.broker_change import classify_broker_change
 from kcore.controller.channel import ControllerChannelManager
 from kcore.controller.context import ControllerContext
 from kcore.controller.controller_state import ControllerState
-from kcore.controller.partition_state_machine import ElectionStrategy, PartitionStateMachine
+from kcore.controller.partition_election import ElectionStrategy
+from kcore.controller.partition_state_machine import PartitionStateMachine
 from kcore.controller.replica_state_machine import ReplicaStateMachine
 from kcore.controller.request_batch import ControllerBrokerRequestBatch
 from kcore.controller.topic_deletion import TopicDeletionManager
 from kcore.protocol.control import StopReplicaResponse
 from kcore.states import PartitionState, ReplicaState
-from kcore.zk_client import ControllerMovedError, KafkaZkClient
+from kcore.zk_client import ControllerMovedError, KafkaZkClient, Watch, ZooKeeperError
 
 logger = logging.getLogger("kcore.controller")
 
@@ -68,7 +68,6 @@ class KafkaController:
     # Watches are one-shot and cannot be removed: a resigned controller ignores the ones
     # still armed by bumping this generation.
     _watch_generation: int = attrs.field(default=0, init=False)
-    _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.event_manager = EventManager(
@@ -89,7 +88,7 @@ class KafkaController:
             self.metrics.counter(
                 metric_name(_GROUP, "ControllerStats", "UncleanLeaderElectionsPerSec")
             ),
-            self._unclean_leader_election_enabled,
+            self.config,
         )
         self.replica_state_machine = ReplicaStateMachine(
             self.context,
@@ -158,21 +157,23 @@ class KafkaController:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Runs the event task and the channel manager until cancelled (KafkaController's
-        startup: the session hooks, then the Startup event)."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            await nursery.start(self.channel.run)
-            await nursery.start(self.event_manager.run)
-            self.zk_client.zk.add_session_hooks(
+        startup: the session hooks, then the Startup event).
+
+        Both run under a supervisor that restarts them when they die on an unexpected
+        error: the event task already logs an event's processing error and goes on, and
+        the channel manager restarts its own senders, so a death here is a bug in the loop
+        itself; one that keeps coming back (the restart intensity) ends `run` with
+        RestartIntensityError, taking the broker down rather than leaving it with a
+        controller that cannot act."""
+        async with open_supervisor(name=f"controller-{self.broker_id}") as supervisor:
+            await supervisor.start(self.channel.run, name="controller-channel-manager")
+            await supervisor.start(self.event_manager.run, name="controller-event-thread")
+            self.zk_client.add_session_hooks(
                 before_initializing_session=self._before_initializing_session,
                 after_initializing_session=self._after_initializing_session,
             )
             self.event_manager.put(ev.Startup())
             task_status.started()
-            try:
-                await trio.sleep_forever()
-            finally:
-                self._nursery = None
 
     async def _before_initializing_session(self) -> None:
         queued = self.event_manager.clear_and_put(ev.Expire())
@@ -218,18 +219,12 @@ class KafkaController:
                     self._process_leader_and_isr_response(event)
                 case ev.LiveBrokerIds(callback=callback):
                     callback(sorted(self.context.live_broker_ids) if self.is_active else None)
-                case _:
-                    await self._process_other(event)
         except ControllerMovedError as error:
             logger.info("Controller moved to another broker when processing %r: %s", event, error)
             await self._maybe_resign()
 
     def preempt(self, event: ev.ControllerEvent) -> None:
         event.preempt()
-
-    async def _process_other(self, event: ev.ControllerEvent) -> None:
-        """Events kcore does not act on yet (reassignment, preferred-replica election)."""
-        logger.debug("Controller %d ignores %r", self.broker_id, event)
 
     # -- election -------------------------------------------------------------------------
 
@@ -251,13 +246,15 @@ class KafkaController:
         self.on_broker_epoch(self.broker_epoch)
 
     async def _watch_controller(self) -> int | None:
-        return await self.zk_client.watch_controller(self._controller_watch)
+        return await self.zk_client.watch_controller(
+            on_deleted=self._on_controller_deleted, on_changed=self._on_controller_changed
+        )
 
-    def _controller_watch(self, event: zkstub.WatchedEvent) -> None:
-        if event.type is zkstub.EventType.DELETED:
-            self.event_manager.put(ev.Reelect())
-        else:
-            self.event_manager.put(ev.ControllerChange())
+    def _on_controller_deleted(self) -> None:
+        self.event_manager.put(ev.Reelect())
+
+    def _on_controller_changed(self) -> None:
+        self.event_manager.put(ev.ControllerChange())
 
     async def _elect(self) -> None:
         self.active_controller_id = await self._current_controller_id()
@@ -284,7 +281,7 @@ class KafkaController:
             else:
                 logger.warning("A controller has been elected but just resigned, will retry")
             return
-        except zkstub.ZkError as error:
+        except ZooKeeperError as error:
             logger.error("Error while electing or becoming controller on broker %d: %r",
                          self.broker_id, error)  # fmt: skip
             await self._trigger_controller_move()
@@ -338,9 +335,7 @@ class KafkaController:
             await self._register_failover_watches()
             await self._delete_isr_change_notifications()
             await self._initialize_context()
-            await self.topic_deletion.init(
-                await self.zk_client.zk.get_children(zkdata.DELETE_TOPICS)
-            )
+            await self.topic_deletion.init(await self.zk_client.get_topic_deletions())
             self.send_update_metadata(sorted(self.context.live_or_shutting_down_broker_ids), [])
             await self.replica_state_machine.startup()
             await self.partition_state_machine.startup()
@@ -348,37 +343,32 @@ class KafkaController:
             await self.topic_deletion.resume()
         except ControllerMovedError:
             raise
-        except zkstub.ZkError as error:
+        except ZooKeeperError as error:
             logger.error("Error while initializing the controller on broker %d: %r",
                          self.broker_id, error)  # fmt: skip
             await self._trigger_controller_move()
 
-    def _watch(self, make_event: Callable[[], ev.ControllerEvent]) -> Callable[[Any], None]:
+    def _watch(self, make_event: Callable[[], ev.ControllerEvent]) -> Watch:
         """A watch callback that puts an event unless this controller resigned since."""
         generation = self._watch_generation
 
-        def on_watch(_event: zkstub.WatchedEvent) -> None:
+        def on_watch() -> None:
             if generation == self._watch_generation:
                 self.event_manager.put(make_event())
 
         return on_watch
 
     async def _register_failover_watches(self) -> None:
-        zk = self.zk_client.zk
-        await zk.get_children(zkdata.BROKER_TOPICS, watch=self._watch(ev.TopicChange))
-        await zk.get_children(zkdata.DELETE_TOPICS, watch=self._watch(ev.TopicDeletion))
-        await zk.get_children(
-            zkdata.ISR_CHANGE_NOTIFICATION, watch=self._watch(ev.IsrChangeNotification)
+        await self.zk_client.get_all_topics(watch=self._watch(ev.TopicChange))
+        await self.zk_client.get_topic_deletions(watch=self._watch(ev.TopicDeletion))
+        await self.zk_client.get_isr_change_notifications(
+            watch=self._watch(ev.IsrChangeNotification)
         )
-        await zk.exists(
-            zkdata.PREFERRED_REPLICA_ELECTION, watch=self._watch(ev.PreferredReplicaElection)
-        )
-        await zk.exists(zkdata.REASSIGN_PARTITIONS, watch=self._watch(ev.ZkPartitionReassignment))
 
-    def _broker_change_watch(self) -> Callable[[Any], None]:
+    def _broker_change_watch(self) -> Watch:
         return self._watch(ev.BrokerChange)
 
-    def _partition_modifications_watch(self, topic: str) -> Callable[[Any], None]:
+    def _partition_modifications_watch(self, topic: str) -> Watch:
         return self._watch(lambda: ev.PartitionModifications(topic))
 
     async def _initialize_context(self) -> None:
@@ -560,9 +550,7 @@ class KafkaController:
     async def _process_topic_deletion(self) -> None:
         if not self.is_active:
             return
-        marked = await self.zk_client.zk.get_children(
-            zkdata.DELETE_TOPICS, watch=self._watch(ev.TopicDeletion)
-        )
+        marked = await self.zk_client.get_topic_deletions(watch=self._watch(ev.TopicDeletion))
         if marked:
             logger.info("Starting topic deletion for topics %s", sorted(marked))
         await self.topic_deletion.enqueue(marked)
@@ -589,16 +577,6 @@ class KafkaController:
         await self.topic_deletion.on_stop_replica_response(
             event.broker_id, event.error_code, event.failed_partitions
         )
-
-    async def _unclean_leader_election_enabled(self, topic: str) -> bool:
-        """The topic's unclean.leader.election.enable, read from ZooKeeper at election
-        time (an override changed a moment ago counts), else the broker default."""
-        overrides = await self.zk_client.get_topic_config(topic)
-        try:
-            return TopicConfig.from_dict(overrides, self.config).unclean_leader_election_enable
-        except InvalidTopicConfigError as error:
-            logger.error("Ignoring the invalid config of topic %s: %s", topic, error)
-            return TopicConfig.from_dict({}, self.config).unclean_leader_election_enable
 
     # -- ISR changes ----------------------------------------------------------------------
 

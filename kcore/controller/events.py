@@ -60,12 +60,6 @@ class BrokerChange(ControllerEvent):
 
 
 @attrs.frozen
-class BrokerModifications(ControllerEvent):
-    broker_id: int
-    state = ControllerState.BROKER_CHANGE
-
-
-@attrs.frozen
 class TopicChange(ControllerEvent):
     state = ControllerState.TOPIC_CHANGE
 
@@ -94,23 +88,6 @@ class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
 @attrs.frozen
 class IsrChangeNotification(ControllerEvent):
     state = ControllerState.ISR_CHANGE
-
-
-@attrs.frozen
-class ZkPartitionReassignment(ControllerEvent):
-    state = ControllerState.ALTER_PARTITION_REASSIGNMENT
-
-
-@attrs.frozen
-class PreferredReplicaElection(ControllerEvent):
-    """/admin/preferred_replica_election was created."""
-
-    state = ControllerState.MANUAL_LEADER_BALANCE
-
-
-@attrs.frozen
-class AutoPreferredReplicaLeaderElection(ControllerEvent):
-    state = ControllerState.AUTO_LEADER_BALANCE
 
 
 @attrs.frozen
@@ -145,16 +122,3 @@ class LiveBrokerIds(ControllerEvent):
 
     def preempt(self) -> None:
         self.callback(None)
-
-
-@attrs.frozen
-class ReplicaLeaderElection(ControllerEvent):
-    """An admin's leader election; `callback(results)` answers each partition."""
-
-    partitions: frozenset[Any] | None
-    election_type: str
-    callback: Callable[[dict[Any, int]], None] = attrs.field(eq=False)
-    state = ControllerState.MANUAL_LEADER_BALANCE
-
-    def preempt(self) -> None:
-        self.callback(dict.fromkeys(self.partitions or (), NotControllerError.code))

@@ -1,43 +1,34 @@
 """Kafka's ZkPartitionStateMachine: moves partitions between NewPartition, OnlinePartition,
 OfflinePartition and NonExistentPartition under Kafka's transition table, electing leaders
-on the way. Every leader or ISR change is written to the partition's state znode
-conditioned on its version (a write that lost a race is re-read and retried) and fenced by
-the controller epoch; the brokers hear of it through the request batch.
+on the way. An election reads first (the partitions' states, and the configs of the topics
+whose unclean setting matters), then decides (`partition_election`, no I/O), then writes:
+every leader or ISR change goes to the partition's state znode conditioned on its version
+(a write that lost a race is re-read and decided again) and fenced by the controller epoch;
+the brokers hear of it through the request batch.
 
 Runs only on the controller's event task: no locking, one change at a time.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 
 import attrs
 
-import zkstub
 from actors import Counter
 from kcore.common import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
-from kcore.controller import decisions
+from kcore.config import KafkaConfig
+from kcore.controller import partition_election
 from kcore.controller.context import ControllerContext
+from kcore.controller.partition_election import ElectionStrategy, StateChangeFailedError
 from kcore.controller.request_batch import ControllerBrokerRequestBatch
 from kcore.states import IllegalStateChangeError, PartitionState, is_valid_transition
-from kcore.zk_client import ControllerMovedError, KafkaZkClient
+from kcore.zk_client import ControllerMovedError, KafkaZkClient, ZooKeeperError
 
 state_change_logger = logging.getLogger("kcore.state.change")
 
 _P = PartitionState
-
-
-class ElectionStrategy(enum.Enum):
-    OFFLINE = "OfflinePartitionLeaderElectionStrategy"
-    OFFLINE_ALLOW_UNCLEAN = "OfflinePartitionLeaderElectionStrategy(allowUnclean=true)"
-    CONTROLLED_SHUTDOWN = "ControlledShutdownPartitionLeaderElectionStrategy"
-    PREFERRED = "PreferredReplicaPartitionLeaderElectionStrategy"
-
-
-class StateChangeFailedError(Exception):
-    """A partition could not be moved (no live replica to lead, no state in ZooKeeper, ...)."""
 
 
 # Result per partition: the written leader and ISR, or why it failed.
@@ -50,8 +41,8 @@ class PartitionStateMachine:
     zk_client: KafkaZkClient
     batch: ControllerBrokerRequestBatch
     unclean_leader_elections: Counter  # Kafka's ControllerStats UncleanLeaderElectionsPerSec
-    # A topic's unclean.leader.election.enable (its override, else the broker default).
-    unclean_enabled: Callable[[str], Awaitable[bool]]
+    # The broker's config: the default unclean.leader.election.enable (Kafka's if None).
+    config: KafkaConfig | None = None
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -103,7 +94,7 @@ class PartitionStateMachine:
         except ControllerMovedError:
             self.batch.clear()
             raise
-        except zkstub.ZkError as error:
+        except ZooKeeperError as error:
             # What was written before the error is announced below; the rest stays as it
             # was and is retried by the next trigger.
             state_change_logger.error(
@@ -165,20 +156,16 @@ class PartitionStateMachine:
     ) -> StateChangeResults:
         """New partitions: leader and ISR from the live replicas, written by creating the
         state znodes; LeaderAndIsr (isNew) to the live replicas."""
-        live = self.context.live_broker_ids
         results: StateChangeResults = {}
         to_create: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
-        for tp in partitions:
-            initial = decisions.initial_leader_and_isr(self.context.replicas(tp), live)
-            if initial is None:
-                error = StateChangeFailedError(
-                    f"Controller failed to elect a leader for new partition {tp}: none of its "
-                    f"replicas {list(self.context.replicas(tp))} is live; it stays New"
-                )
-                state_change_logger.error("%s", error)
-                results[tp] = error
-                continue
-            to_create[tp] = LeaderIsrAndControllerEpoch(initial, self.context.epoch)
+        for tp, initial in partition_election.initial_leader_and_isrs(
+            self.context, partitions
+        ).items():
+            if isinstance(initial, StateChangeFailedError):
+                state_change_logger.error("%s", initial)
+                results[tp] = initial
+            else:
+                to_create[tp] = initial
         if not to_create:
             return results
         created = await self.zk_client.create_partition_states(
@@ -214,40 +201,30 @@ class PartitionStateMachine:
     async def _try_elect_leaders(
         self, partitions: list[TopicPartition], strategy: ElectionStrategy
     ) -> tuple[StateChangeResults, list[TopicPartition]]:
+        context = self.context
         results: StateChangeResults = {}
         current: dict[TopicPartition, LeaderAndIsr] = {}
         states = await self.zk_client.get_partition_states(partitions)
-        for tp in partitions:
-            state = states[tp]
-            if state is None:
-                results[tp] = StateChangeFailedError(
-                    f"Failed to elect a leader for {tp}: it has no state in ZooKeeper"
-                )
-            elif state.controller_epoch > self.context.epoch:
-                raise ControllerMovedError(
-                    f"Aborted leader election for {tp}: its state was written by controller "
-                    f"epoch {state.controller_epoch}, newer than this controller's "
-                    f"{self.context.epoch}"
-                )
+        for tp, start in partition_election.current_leader_and_isrs(context, states).items():
+            if isinstance(start, StateChangeFailedError):
+                results[tp] = start
             else:
-                current[tp] = state.leader_and_isr
-        elections = await self._decide(current, strategy)
+                current[tp] = start
+        unclean_topics = await self._topics_allowing_unclean_election(
+            partition_election.topics_consulted_for_unclean_election(context, current, strategy)
+        )
+        elections = partition_election.elect_leaders(context, current, strategy, unclean_topics)
         to_write: dict[TopicPartition, LeaderAndIsr] = {}
         for tp, outcome in elections.items():
-            if outcome.leader_and_isr is None:
-                error = StateChangeFailedError(
-                    f"Failed to elect leader for partition {tp} under strategy {strategy.value}"
-                    f": no eligible replica (ISR {list(current[tp].isr)}, live replicas "
-                    f"{list(outcome.recipients)})"
-                )
-                state_change_logger.error("%s", error)
-                results[tp] = error
+            if isinstance(outcome, StateChangeFailedError):
+                state_change_logger.error("%s", outcome)
+                results[tp] = outcome
             else:
                 to_write[tp] = outcome.leader_and_isr
         if not to_write:
             return results, []
         written = await self.zk_client.update_leader_and_isr(
-            to_write, self.context.epoch, self.context.epoch_zk_version
+            to_write, context.epoch, context.epoch_zk_version
         )
         for tp, outcome in written.finished.items():
             if isinstance(outcome, Exception):
@@ -261,38 +238,19 @@ class PartitionStateMachine:
                     "did not have are lost",
                     tp, outcome.leader, list(current[tp].isr),
                 )  # fmt: skip
-            state = LeaderIsrAndControllerEpoch(outcome, self.context.epoch)
-            self.context.partition_leadership[tp] = state
-            self.batch.add_leader_and_isr(
-                election.recipients, tp, state, self.context.assignment(tp)
-            )
+            state = LeaderIsrAndControllerEpoch(outcome, context.epoch)
+            context.partition_leadership[tp] = state
+            self.batch.add_leader_and_isr(election.recipients, tp, state, context.assignment(tp))
             results[tp] = outcome
         return results, sorted(written.to_retry)
 
-    async def _decide(
-        self, current: dict[TopicPartition, LeaderAndIsr], strategy: ElectionStrategy
-    ) -> dict[TopicPartition, decisions.ElectionResult]:
-        context = self.context
-        live = context.live_broker_ids
-        outcomes = {}
-        for tp, leader_and_isr in current.items():
-            assignment = context.replicas(tp)
-            match strategy:
-                case ElectionStrategy.OFFLINE | ElectionStrategy.OFFLINE_ALLOW_UNCLEAN:
-                    unclean = strategy is ElectionStrategy.OFFLINE_ALLOW_UNCLEAN
-                    if not unclean and not decisions.has_live_isr_member(leader_and_isr, live):
-                        unclean = await self.unclean_enabled(tp.topic)
-                    outcome = decisions.leader_for_offline(
-                        assignment, leader_and_isr, live, unclean
-                    )
-                case ElectionStrategy.CONTROLLED_SHUTDOWN:
-                    outcome = decisions.leader_for_controlled_shutdown(
-                        assignment,
-                        leader_and_isr,
-                        context.live_or_shutting_down_broker_ids,
-                        context.shutting_down_broker_ids,
-                    )
-                case ElectionStrategy.PREFERRED:
-                    outcome = decisions.leader_for_preferred(assignment, leader_and_isr, live)
-            outcomes[tp] = outcome
-        return outcomes
+    async def _topics_allowing_unclean_election(self, topics: set[str]) -> set[str]:
+        """Read at election time, so an override changed a moment ago counts."""
+        if not topics:
+            return set()
+        configs = await self.zk_client.get_topic_configs(topics)
+        return {
+            topic
+            for topic, overrides in configs.items()
+            if partition_election.unclean_leader_election_enabled(topic, overrides, self.config)
+        }

@@ -16,13 +16,12 @@ from typing import Any
 
 import attrs
 
-import zkstub
 from kcore.common import LeaderIsrAndControllerEpoch, TopicPartition
 from kcore.controller import decisions
 from kcore.controller.context import ControllerContext
 from kcore.controller.request_batch import ControllerBrokerRequestBatch
 from kcore.states import IllegalStateChangeError, ReplicaState, is_valid_transition
-from kcore.zk_client import ControllerMovedError, KafkaZkClient
+from kcore.zk_client import ControllerMovedError, KafkaZkClient, ZooKeeperError
 
 state_change_logger = logging.getLogger("kcore.state.change")
 
@@ -69,7 +68,7 @@ class ReplicaStateMachine:
         except ControllerMovedError:
             self.batch.clear()
             raise
-        except zkstub.ZkError as error:
+        except ZooKeeperError as error:
             state_change_logger.error(
                 "Error while moving replicas %s to %s: %r",
                 [f"{tp}:{r}" for tp, r in replicas], target.value, error,

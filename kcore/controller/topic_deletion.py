@@ -19,8 +19,6 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-import zkstub
-from kcore import zkdata
 from kcore.common import TopicPartition
 from kcore.controller.context import ControllerContext
 from kcore.controller.partition_state_machine import PartitionStateMachine
@@ -145,27 +143,11 @@ class TopicDeletionManager:
             self._replicas(topic), _R.NON_EXISTENT_REPLICA
         )
         version = self.context.epoch_zk_version
-        await self._fenced_delete(zkdata.topic_path(topic), version, recursive=True)
-        await self._fenced_delete(zkdata.config_path("topics", topic), version)
-        await self._fenced_delete(zkdata.delete_topic_path(topic), version)
+        await self.zk_client.delete_topic_znode(topic, version)
+        await self.zk_client.delete_topic_configs([topic], version)
+        await self.zk_client.delete_topic_deletions([topic], version)
         self.context.remove_topic(topic)
         logger.info("Deletion of topic %s successfully completed", topic)
 
     async def _delete_marks(self, topics: Iterable[str]) -> None:
-        for topic in sorted(topics):
-            await self._fenced_delete(
-                zkdata.delete_topic_path(topic), self.context.epoch_zk_version
-            )
-
-    async def _fenced_delete(self, path: str, version: int, *, recursive: bool = False) -> None:
-        if recursive:
-            try:
-                children = await self.zk_client.zk.get_children(path)
-            except zkstub.NoNodeError:
-                return
-            for child in sorted(children):
-                await self._fenced_delete(f"{path}/{child}", version, recursive=True)
-        try:
-            await self.zk_client.fenced(zkstub.Op.delete(path), version)
-        except zkstub.NoNodeError:
-            pass
+        await self.zk_client.delete_topic_deletions(sorted(topics), self.context.epoch_zk_version)

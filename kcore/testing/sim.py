@@ -21,7 +21,6 @@ import attrs
 import trio
 import trio.testing
 
-import zkstub
 from actors.testing import pinned_scheduler
 from kcore import errors
 from kcore.common import LeaderAndIsr, TopicPartition
@@ -30,7 +29,7 @@ from kcore.testing._cluster import EmbeddedCluster, broker_node, open_cluster
 from kcore.testing._poll import poll_until
 from kcore.testing.history import CheckResult, Outcome, ProduceOp, check
 from kcore.testing.invariants import InvariantChecker, InvariantViolation
-from kcore.zk_client import KafkaZkClient
+from kcore.zk_client import KafkaZkClient, ZooKeeperError
 
 logger = logging.getLogger("kcore.testing.sim")
 
@@ -171,7 +170,7 @@ class Simulation:
             broker_id = rng.choice(sorted(self.down))
             try:
                 await self.start(broker_id)
-            except zkstub.ZkError as error:
+            except ZooKeeperError as error:
                 # As a Kafka broker exits when ZooKeeper is out of reach at start-up.
                 self.log(f"broker {broker_id} failed to start: {error}")
         elif kind == "partition" and len(running) > 1:
