@@ -60,8 +60,8 @@ class EmbeddedCluster(Cluster):
         logs, `power_loss` also drops what was not fsynced (`torn_tail`: any prefix of it
         survives, possibly mid-batch); real files keep what the OS holds."""
         broker = self._running(broker_id)
-        if broker.zk is not None and hasattr(broker.zk, "abort"):
-            broker.zk.abort()
+        if broker.zk_client is not None:
+            broker.zk_client.abort()
         if self.is_sim:
             self.network.kill_node(broker_node(broker_id))
         await self._stop_task(broker_id)
@@ -72,7 +72,7 @@ class EmbeddedCluster(Cluster):
         if self.external_zookeeper is not None:
             raise ValueError(f"ZooKeeper runs elsewhere ({self.external_zookeeper})")
         broker = self._running(broker_id)
-        await self.zk_server.expire_session(broker.zk.session_id)
+        await self.zk_server.expire_session(broker.zk_client.session_id)
 
     # -- ZooKeeper ------------------------------------------------------------------------
 
