@@ -1,6 +1,8 @@
 """Trio-native Kafka clients over kcore's msgpack RPC (DESIGN.md section 6): `Producer`,
 `Consumer` (manual assignment) and `Admin`. Settings are Kafka's, python-style
-(`linger_ms`, `batch_size`, ...); every error is a `kcore.errors.KafkaError`."""
+(`linger_ms`, `batch_size`, ...); every error is a `kcore.errors.KafkaError`. Bootstrap
+servers are `"host:port"` strings or `(host, port)` pairs; the network is real TCP and the
+randomness a fresh random.Random unless given."""
 
 from kcore.client._config import ClientConfigError, InvalidPartitionError
 from kcore.client._metadata import BrokerInfo, PartitionInfo

@@ -82,14 +82,15 @@ _SETTINGS = ("client_id", "request_timeout_ms", "retry_backoff_ms")
 class Admin:
     """An admin client. Use it as `async with Admin(...) as admin:` (one set of
     connections for every call), or call it directly: each call then opens and closes its
-    own connections."""
+    own connections. `bootstrap`, `network` and `rng` as for the Producer (real TCP and a
+    fresh random.Random when None)."""
 
     def __init__(
         self,
         bootstrap: Any,
         *,
-        network: transport.Network,
-        rng: random.Random,
+        network: transport.Network | None = None,
+        rng: random.Random | None = None,
         client_id: str = "admin",
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
@@ -100,8 +101,8 @@ class Admin:
         self.request_timeout_ms = check_int("request_timeout_ms", request_timeout_ms, minimum=1)
         self.retry_backoff_ms = check_int("retry_backoff_ms", retry_backoff_ms, minimum=1)
         self.client_id = client_id
-        self._network = network
-        self._rng = rng
+        self._network = network if network is not None else transport.TcpNetwork()
+        self._rng = rng if rng is not None else random.Random()
         self._stack: contextlib.AsyncExitStack | None = None
         self._session_open: _Session | None = None
 

@@ -114,6 +114,9 @@ _SETTINGS = (
 class Consumer:
     """A Kafka consumer with manual assignment (use it as `async with Consumer(...)`).
 
+    `bootstrap`, `network` and `rng` as for the Producer (real TCP and a fresh
+    random.Random when None).
+
     Settings are Kafka's, python-style: `fetch_max_wait_ms`, `fetch_min_bytes`,
     `fetch_max_bytes`, `max_partition_fetch_bytes`, `max_poll_records`,
     `auto_offset_reset` ("earliest", the default here, where Kafka's is "latest": a test or
@@ -127,8 +130,8 @@ class Consumer:
         self,
         bootstrap: Any,
         *,
-        network: transport.Network,
-        rng: random.Random,
+        network: transport.Network | None = None,
+        rng: random.Random | None = None,
         client_id: str = "consumer",
         fetch_max_wait_ms: int = 500,
         fetch_min_bytes: int = 1,
@@ -164,8 +167,8 @@ class Consumer:
             )
         self.client_id = client_id
         self.group_id = group_id
-        self._network = network
-        self._rng = rng
+        self._network = network if network is not None else transport.TcpNetwork()
+        self._rng = rng if rng is not None else random.Random()
         self._assignment: dict[TopicPartition, _PartitionState] = {}
         self._stack: contextlib.AsyncExitStack | None = None
         self._connections: Connections | None = None

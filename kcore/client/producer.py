@@ -124,10 +124,11 @@ _SETTINGS = (
 class Producer:
     """A Kafka producer (use it as `async with Producer(...) as producer:`).
 
-    `bootstrap`: `[(host, port), ...]` or `"host:port,host:port"`. `network`: a
-    `transport` network (`TcpNetwork()`, or a `SimNetwork` node view). `rng`: every random
-    choice (sticky partitions, backoff jitter, which broker to ask for metadata). `clock`:
-    the wall clock (seconds) that stamps records without an explicit timestamp.
+    `bootstrap`: `"host:port,host:port"`, `["host:port", ...]` or `[(host, port), ...]`.
+    `network`: a `transport` network (real TCP when None, or a `SimNetwork` node view).
+    `rng`: every random choice (sticky partitions, backoff jitter, which broker to ask for
+    metadata); a fresh random.Random when None. `clock`: the wall clock (seconds) that
+    stamps records without an explicit timestamp.
 
     Settings are Kafka's, python-style: `acks` ("all" / -1, 0, 1), `retries`, `linger_ms`,
     `batch_size`, `delivery_timeout_ms`, `request_timeout_ms`, `retry_backoff_ms`,
@@ -150,8 +151,8 @@ class Producer:
         self,
         bootstrap: Any,
         *,
-        network: transport.Network,
-        rng: random.Random,
+        network: transport.Network | None = None,
+        rng: random.Random | None = None,
         clock: Callable[[], float] = time.time,
         acks: int | str = "all",
         retries: int = MAX_INT,
@@ -201,13 +202,13 @@ class Producer:
         if not isinstance(client_id, str) or not client_id:
             raise ClientConfigError(f"client_id must be a non-empty str, got {client_id!r}")
         self.client_id = client_id
-        self._network = network
-        self._rng = rng
+        self._network = network if network is not None else transport.TcpNetwork()
+        self._rng = rng if rng is not None else random.Random()
         self._clock = clock
         self._accumulator = RecordAccumulator(
             batch_size=self.batch_size, linger=self.linger_ms / 1000
         )
-        self._partitioner = StickyPartitioner(rng, batch_size=self.batch_size)
+        self._partitioner = StickyPartitioner(self._rng, batch_size=self.batch_size)
         self._topics: set[str] = set()
         # Insertion-ordered (a dict used as a set): closing settles records in send order,
         # never in hash order, so a seeded run replays exactly.

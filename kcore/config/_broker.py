@@ -10,6 +10,7 @@ import attrs
 
 from kcore.config._definitions import ConfigDef, ConfigError, parse_value
 from kcore.config._properties import parse_properties
+from kcore.config._unsupported import check_broker_settings
 
 _LONG_MAX = 2**63 - 1
 
@@ -42,12 +43,14 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("replica.fetch.backoff.ms", "int", 1000, at_least=0),
         ConfigDef("replica.socket.timeout.ms", "int", 30000),
         ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000),
-        ConfigDef("auto.leader.rebalance.enable", "bool", True),
+        # Kafka's default is true; kcore cannot honour true yet (kcore.config._unsupported).
+        ConfigDef("auto.leader.rebalance.enable", "bool", False),
         ConfigDef("leader.imbalance.per.broker.percentage", "int", 10),
         ConfigDef("leader.imbalance.check.interval.seconds", "long", 300, at_least=1),
         ConfigDef("default.replication.factor", "int", 1),
         ConfigDef("num.partitions", "int", 1, at_least=1),
-        ConfigDef("auto.create.topics.enable", "bool", True),
+        # Kafka's default is true; kcore cannot honour true yet (kcore.config._unsupported).
+        ConfigDef("auto.create.topics.enable", "bool", False),
         ConfigDef("delete.topic.enable", "bool", True),
         ConfigDef("controlled.shutdown.enable", "bool", True),
         ConfigDef("controlled.shutdown.max.retries", "int", 3),
@@ -87,6 +90,17 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
 }
 
 
+def _check_broker_id(values: Mapping[str, Any]) -> None:
+    """Kafka keeps the ids above reserved.broker.max.id for generated ones, so a configured
+    id may not exceed it while generation is enabled."""
+    broker_id, reserved = values["broker.id"], values["reserved.broker.max.id"]
+    if values["broker.id.generation.enable"] and broker_id > reserved:
+        raise ConfigError(
+            f"Invalid value {broker_id!r} for configuration broker.id: must be at most "
+            f"reserved.broker.max.id ({reserved}) while broker.id.generation.enable is true"
+        )
+
+
 @attrs.frozen
 class KafkaConfig:
     """Parsed broker settings. `config.get("log.dirs")` by Kafka's name, or attributes by
@@ -116,6 +130,8 @@ class KafkaConfig:
             values["zookeeper.connection.timeout.ms"] = values["zookeeper.session.timeout.ms"]
         if not values["log.dirs"]:
             raise ConfigError("Invalid value for configuration log.dirs: no log directory")
+        _check_broker_id(values)
+        check_broker_settings(values)
         return cls(values, dict(settings))
 
     @classmethod

@@ -10,6 +10,7 @@ import attrs
 
 from kcore.config._broker import KafkaConfig
 from kcore.config._definitions import ConfigDef, ConfigError, parse_value
+from kcore.config._unsupported import TOPIC_UNSUPPORTED, refusal
 from kcore.errors import InvalidConfigurationError
 
 
@@ -66,13 +67,20 @@ class TopicConfig:
                 raise InvalidTopicConfigError(
                     f"Unknown topic configuration {key!r} (value {value!r})"
                 )
-        fields: dict[str, Any] = {}
-        for name, (definition, source) in _TOPIC_DEFINITIONS.items():
+        parsed: dict[str, Any] = {}
+        for name, (definition, _) in _TOPIC_DEFINITIONS.items():
             if name in overrides:
                 try:
-                    value = parse_value(definition, overrides[name])
+                    parsed[name] = parse_value(definition, overrides[name])
                 except ConfigError as error:
                     raise InvalidTopicConfigError(str(error)) from None
+        refused = refusal(parsed, TOPIC_UNSUPPORTED)
+        if refused is not None:
+            raise InvalidTopicConfigError(refused)
+        fields: dict[str, Any] = {}
+        for name, (definition, source) in _TOPIC_DEFINITIONS.items():
+            if name in parsed:
+                value = parsed[name]
             elif broker_config is None:
                 value = definition.default
             else:

@@ -1,5 +1,6 @@
-"""Testing kcore: an embedded cluster (`open_cluster`), and for whole-cluster simulation the
-history checker and the invariants checked while a simulated cluster runs."""
+"""Testing kcore: an embedded cluster with test hooks (`open_cluster`), and for
+whole-cluster simulation the history checker and the invariants checked while a simulated
+cluster runs."""
 
 from kcore.testing._cluster import (
     BROKER_PORT,

@@ -1,0 +1,144 @@
+"""Settings kcore knows by name but cannot honour yet. Kafka's server.properties and topic
+configs load, but a value that asks for a missing feature is refused when the config is
+built, naming the key and the value, instead of being accepted and silently doing nothing.
+The README's "Not supported yet" section lists the same settings; an entry goes when its
+feature lands."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from kcore.common import EndPoint
+from kcore.config._definitions import ConfigError
+
+# Kafka's SecurityProtocol names; a listener name maps to one of them.
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@attrs.frozen
+class Unsupported:
+    name: str
+    refuses: Callable[[Any], bool]  # does this (parsed) value ask for what kcore lacks?
+    why: str
+
+
+BROKER_UNSUPPORTED = (
+    Unsupported(
+        "auto.create.topics.enable",
+        lambda value: value is True,
+        "topics are not created on first use; create them with Admin.create_topic",
+    ),
+    Unsupported(
+        "auto.leader.rebalance.enable",
+        lambda value: value is True,
+        "leadership is not moved back to preferred replicas (no preferred-replica election)",
+    ),
+    Unsupported(
+        "log.cleanup.policy",
+        lambda value: "compact" in value,
+        "log compaction is not implemented; use delete",
+    ),
+    Unsupported(
+        "log.flush.interval.ms",
+        lambda value: value is not None,
+        "logs are flushed by log.flush.interval.messages only",
+    ),
+    Unsupported(
+        "advertised.listeners",
+        lambda value: value is not None,
+        "a broker advertises the addresses its listeners bound",
+    ),
+)
+
+TOPIC_UNSUPPORTED = (
+    Unsupported(
+        "cleanup.policy",
+        lambda value: "compact" in value,
+        "log compaction is not implemented; use delete",
+    ),
+)
+
+
+def refusal(settings: Mapping[str, Any], table: tuple[Unsupported, ...]) -> str | None:
+    """Why the first setting of `settings` (parsed values) that asks for a missing feature
+    is refused, or None when every one can be honoured."""
+    for entry in table:
+        value = settings.get(entry.name)
+        if entry.name in settings and entry.refuses(value):
+            return _refused(entry.name, value, entry.why)
+    return None
+
+
+def check_broker_settings(values: Mapping[str, Any]) -> None:
+    """Raises ConfigError for the first broker setting kcore cannot honour (complete parsed
+    values, defaults included)."""
+    message = refusal(values, BROKER_UNSUPPORTED) or _listener_refusal(values)
+    if message is not None:
+        raise ConfigError(message)
+
+
+def security_protocols(values: Mapping[str, Any]) -> dict[str, str]:
+    """Listener name -> security protocol: `listener.security.protocol.map` when it is set,
+    else Kafka's default (each protocol's name is a listener name for itself)."""
+    text = values.get("listener.security.protocol.map")
+    if text is None:
+        return {protocol: protocol for protocol in SECURITY_PROTOCOLS}
+    mapping: dict[str, str] = {}
+    for item in (part.strip() for part in text.split(",")):
+        name, colon, protocol = item.partition(":")
+        name, protocol = name.strip(), protocol.strip().upper()
+        if not colon or not name or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"Invalid value {text!r} for configuration listener.security.protocol.map: "
+                f"{item!r} is not NAME:PROTOCOL with PROTOCOL one of "
+                f"{', '.join(SECURITY_PROTOCOLS)}"
+            )
+        mapping[name] = protocol
+    return mapping
+
+
+def _listener_refusal(values: Mapping[str, Any]) -> str | None:
+    protocols = security_protocols(values)
+    names = []
+    for listener in values["listeners"]:
+        try:
+            name = EndPoint.parse(listener).listener_name
+        except ValueError as error:
+            raise ConfigError(
+                f"Invalid value {listener!r} for configuration listeners: {error}"
+            ) from None
+        protocol = protocols.get(name)
+        if protocol is None:
+            raise ConfigError(
+                f"Invalid value {listener!r} for configuration listeners: no security protocol "
+                f"for listener name {name} (map it in listener.security.protocol.map)"
+            )
+        if protocol != "PLAINTEXT":
+            return _refused(
+                "listeners", listener, f"{protocol} is not implemented; kcore serves PLAINTEXT"
+            )
+        names.append(name)
+    inter_broker = values.get("inter.broker.listener.name")
+    if inter_broker is not None and names and inter_broker != names[0]:
+        return _refused(
+            "inter.broker.listener.name",
+            inter_broker,
+            f"brokers talk to each other over their first listener ({names[0]})",
+        )
+    return None
+
+
+def _refused(name: str, value: Any, why: str) -> str:
+    return f"{name}={_as_written(value)} is not supported yet: {why}"
+
+
+def _as_written(value: Any) -> str:
+    """The value as a properties file writes it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
