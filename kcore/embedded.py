@@ -31,6 +31,7 @@ import zkstub
 from kcore.client import Admin, Consumer, Producer
 from kcore.common import EndPoint
 from kcore.config import KafkaConfig
+from kcore.errors import NotControllerError
 from kcore.server.broker import BrokerServer
 from kcore.server.log_manager import MemoryLogStorage
 from kcore.zk_client import KafkaZkClient
@@ -311,9 +312,14 @@ class Cluster:
             while True:
                 registered = await zk_client.get_controller_id()
                 if registered is not None and registered in self.active_controllers():
-                    known = self.brokers[registered].controller.context.live_broker_ids
+                    # Asked through the controller's event queue: its context is the event
+                    # task's alone.
+                    try:
+                        known = await self.brokers[registered].controller.live_broker_ids()
+                    except NotControllerError:
+                        known = []
                     running = {b.broker_id for b in self.brokers.values() if b.broker_epoch >= 0}
-                    if running <= known:
+                    if running <= set(known):
                         return registered
                 await trio.sleep(0.01)
 
