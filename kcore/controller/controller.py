@@ -694,7 +694,13 @@ class KafkaController:
         await self.replica_state_machine.handle_state_changes(
             [(tp, broker_id) for tp in followed], ReplicaState.OFFLINE_REPLICA
         )
-        return self.context.partitions_led_by(broker_id)
+        # Kafka's replicatedPartitionsBrokerLeads: a partition with one replica has nowhere
+        # to move, so it cannot hold the shutdown back (the broker would retry in vain).
+        return [
+            tp
+            for tp in self.context.partitions_led_by(broker_id)
+            if len(self.context.replicas(tp)) > 1
+        ]
 
     def _process_leader_and_isr_response(self, event: ev.LeaderAndIsrResponseReceived) -> None:
         response = event.response

@@ -110,3 +110,20 @@ async def test_controlled_shutdown_moves_leadership_before_the_broker_goes(autoj
             await wait_for(lambda: acked >= before + 30, timeout=30)
             stopped.set()
         assert any("controlled shutdown succeeded" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_broker_leading_unreplicated_partitions_shuts_down_at_the_first_attempt(
+    autojump_clock, caplog
+):
+    # A partition with one replica has nowhere to move: it must not make the broker retry
+    # its controlled shutdown until it gives up and stops uncleanly.
+    caplog.set_level(logging.INFO, logger="kcore.server.broker")
+    async with open_cluster(brokers=2, seed=35, broker_config=BROKER_CONFIG) as cluster:
+        await cluster.wait_for_controller(timeout=30)
+        async with cluster.admin() as admin:
+            await admin.create_topic("solo", assignments={0: [2]})
+        await cluster.stop_broker(2)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("Broker 2: controlled shutdown succeeded" in m for m in messages)
+    assert not any("Broker 2: controlled shutdown incomplete" in m for m in messages)
+    assert not any("Broker 2: proceeding to an unclean shutdown" in m for m in messages)
