@@ -123,7 +123,8 @@ class Consumer:
     a demo usually wants what was produced before it started; "latest"; or "none"),
     `request_timeout_ms`,
     `retry_backoff_ms`, `default_api_timeout_ms` (how long `position`, `end_offsets` and
-    `beginning_offsets` retry), `group_id` (accepted; groups are not implemented).
+    `beginning_offsets` retry). `group_id` is refused until consumer groups exist (a
+    consumer that seemed to join a group but committed nothing would lose its place).
     """
 
     def __init__(
@@ -165,8 +166,12 @@ class Consumer:
                 f"request_timeout_ms ({request_timeout_ms}) must be > fetch_max_wait_ms "
                 f"({fetch_max_wait_ms}): a long-polling fetch would time out"
             )
+        if group_id is not None:
+            raise ClientConfigError(
+                f"group_id={group_id!r} is not supported yet: kcore has no consumer groups; "
+                "use assign() and seek()"
+            )
         self.client_id = client_id
-        self.group_id = group_id
         self._network = network if network is not None else transport.TcpNetwork()
         self._rng = rng if rng is not None else random.Random()
         self._assignment: dict[TopicPartition, _PartitionState] = {}

@@ -5,7 +5,7 @@ import random
 import pytest
 
 import transport
-from kcore.client import Admin, ClientConfigError
+from kcore.client import Admin, ClientConfigError, Consumer
 from kcore.client._config import parse_acks, parse_bootstrap
 
 
@@ -49,3 +49,9 @@ def test_bad_acks(value):
 def test_admin_rejects_unknown_settings():
     with pytest.raises(ClientConfigError, match="request_timeout"):
         Admin("h:1", network=transport.SimNetwork(0), rng=random.Random(0), request_timeout=5)
+
+
+def test_consumer_refuses_a_group_it_cannot_join():
+    # Accepting group_id while joining no group would let a user believe offsets are kept.
+    with pytest.raises(ClientConfigError, match="group_id='orders' is not supported yet"):
+        Consumer("127.0.0.1:9092", group_id="orders")
