@@ -71,6 +71,32 @@ def events_between(old: ClusterView | None, new: ClusterView) -> list[str]:
     return events
 
 
+def pick_cut(view: ClusterView, down: Iterable[int]) -> tuple[int, int, int] | None:
+    """(partition, follower, leader) for the cut: the first partition whose leader and an
+    in-sync follower are both up. ZooKeeper still names a killed broker as leader (and in
+    the ISR) until its session expires, so the brokers the demo brought `down` are left
+    out: cutting a dead leader off shows nothing."""
+    down = set(down)
+    for partition, state in sorted(view.partitions.items()):
+        if state.leader == NO_LEADER or state.leader in down:
+            continue
+        if state.leader not in view.live_brokers:
+            continue
+        for follower in state.isr:
+            if follower != state.leader and follower not in down:
+                return partition, follower, state.leader
+    return None
+
+
+def pick_leader_to_kill(view: ClusterView, down: Iterable[int]) -> tuple[int, int] | None:
+    """(partition, leader): the first partition led by a broker that is up."""
+    down = set(down)
+    for partition, state in sorted(view.partitions.items()):
+        if state.leader != NO_LEADER and state.leader not in down:
+            return partition, state.leader
+    return None
+
+
 @attrs.define
 class LeaderlessClock:
     """Per partition, the seconds spent without a leader, from successive snapshots."""
@@ -120,16 +146,18 @@ class Verdict:
             f"records at a new offset:  {len(self.moved)}",
             f"duplicates consumed:      {self.duplicates}",
             f"without a leader (ZooKeeper's view): longest {worst:.1f}s ("
-            + ", ".join(f"p{p} {s:.1f}s" for p, s in sorted(self.leaderless_seconds.items()))
+            + ", ".join(
+                f"partition {p} {s:.1f}s" for p, s in sorted(self.leaderless_seconds.items())
+            )
             + ")",
             "longest wait between acks: "
             + ", ".join(
-                f"p{p} {gap:.1f}s (from {at:.1f}s)"
+                f"partition {p} {gap:.1f}s (from {at:.1f}s)"
                 for p, (gap, at) in sorted(self.longest_ack_gap.items())
             ),
         ]
         for partition, offset, value in self.lost[:10]:
-            lines.append(f"  LOST p{partition} offset {offset}: {value!r}")
+            lines.append(f"  LOST partition {partition} offset {offset}: {value!r}")
         lines.append("verdict: " + ("no acknowledged record lost" if self.ok else "DATA LOST"))
         return lines
 

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import trio
 
+import zkstub
 from kcore import errors
 from kcore.common import TopicPartition
 from kcore.demo.model import (
@@ -23,9 +24,11 @@ from kcore.demo.model import (
     Verdict,
     events_between,
     judge,
+    pick_cut,
+    pick_leader_to_kill,
 )
-from kcore.demo.schedule import Action, Step, chaos_schedule
-from kcore.demo.targets import open_embedded, open_processes
+from kcore.demo.schedule import Action, Step, chaos_schedule, describe, shrink_seconds
+from kcore.demo.targets import BROKER_SETTINGS, open_embedded, open_processes
 from kcore.zk_client import KafkaZkClient
 
 logger = logging.getLogger("kcore.demo")
@@ -126,7 +129,12 @@ async def run_demo(options: DemoOptions, display: Display) -> Verdict:
                 consumer_scope = trio.CancelScope()
                 work.start_soon(_consume, target, options, progress, consumer_scope)
                 if options.chaos:
-                    steps = chaos_schedule(options.duration, can_isolate=target.can_isolate)
+                    steps = chaos_schedule(
+                        options.duration,
+                        can_isolate=target.can_isolate,
+                        cut_seconds=shrink_seconds(BROKER_SETTINGS["replica.lag.time.max.ms"]),
+                    )
+                    say(describe(steps))
                     work.start_soon(_chaos, target, steps, progress, say)
                 await produce_done.wait()
                 progress.phase = "catching up"
@@ -148,16 +156,38 @@ async def _open_target(options: DemoOptions) -> AsyncIterator[Any]:
         if data_dir is None:
             data_dir = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory("kcore-demo")))
         data_dir.mkdir(parents=True, exist_ok=True)
-        zookeeper = None
-        if options.zookeeper is not None:
-            # Through kazoo, under a chroot of its own so runs do not meet old data.
-            chroot = f"/kcore-demo-{random.Random().getrandbits(32):08x}"
-            zookeeper = f"zookeeper://{options.zookeeper}{chroot}"
         opener = open_processes if options.processes else open_embedded
-        async with opener(
-            options.brokers, seed=options.seed, data_dir=data_dir, zookeeper=zookeeper
-        ) as target:
-            yield target
+        if options.zookeeper is None:
+            async with opener(
+                options.brokers, seed=options.seed, data_dir=data_dir, zookeeper=None
+            ) as target:
+                yield target
+            return
+        # Through kazoo, under a chroot of its own so runs do not meet old data; the chroot
+        # goes at the end, whatever the run's outcome.
+        chroot = f"/kcore-demo-{random.Random().getrandbits(32):08x}"
+        zookeeper = f"zookeeper://{options.zookeeper}{chroot}"
+        try:
+            async with opener(
+                options.brokers, seed=options.seed, data_dir=data_dir, zookeeper=zookeeper
+            ) as target:
+                yield target
+        finally:
+            with trio.CancelScope(shield=True):
+                await remove_chroot(options.zookeeper, chroot)
+
+
+async def remove_chroot(connect: str, chroot: str) -> None:
+    """Deletes the run's chroot and everything under it (a crashed broker's ephemerals
+    included: ZooKeeper lets any session delete them)."""
+    try:
+        with trio.fail_after(30):
+            async with zkstub.connect(f"zookeeper://{connect}") as zk:
+                await zk.delete(chroot, recursive=True)
+    except zkstub.NoNodeError:
+        pass
+    except (zkstub.ZkError, OSError, trio.TooSlowError) as error:
+        logger.error("could not remove %s from ZooKeeper %s: %s", chroot, connect, error)
 
 
 async def _produce(target: Any, options: DemoOptions, progress: Progress, done: trio.Event) -> None:
@@ -228,8 +258,17 @@ async def _run_steps(
     target: Any, steps: list[Step], progress: Progress, say, restarts: trio.Nursery
 ) -> None:
     killed: list[int] = []
+    down: set[int] = set()  # killed, and not started again yet
+
+    async def restart(broker: int) -> None:
+        await target.start(broker)
+        down.discard(broker)
+
     for step in steps:
         await trio.sleep_until(progress.started + step.at)
+        if step.skipped:
+            say(f"CHAOS (skipped): {step.action.value}: {step.skipped}")
+            continue
         view = progress.view
         if view is None:
             continue
@@ -237,29 +276,33 @@ async def _run_steps(
             say(f"CHAOS: kill broker {view.controller}, the controller")
             await target.kill(view.controller)
             killed.append(view.controller)
+            down.add(view.controller)
         elif step.action is Action.KILL_LEADER:
-            led = [(p, s.leader) for p, s in sorted(view.partitions.items()) if s.leader >= 0]
-            if led:
-                partition, leader = led[0]
+            picked = pick_leader_to_kill(view, down)
+            if picked is not None:
+                partition, leader = picked
                 say(f"CHAOS: kill broker {leader}, leader of partition {partition}")
                 await target.kill(leader)
                 killed.append(leader)
+                down.add(leader)
         elif step.action is Action.RESTART_KILLED and killed:
             broker = killed.pop()
             say(f"CHAOS: restart broker {broker}")
             # In the background: a crashed broker's start waits for its old session to
             # expire first, and the schedule goes on meanwhile.
-            restarts.start_soon(target.start, broker)
+            restarts.start_soon(restart, broker)
         elif step.action is Action.ISOLATE_FOLLOWER:
-            for partition, state in sorted(view.partitions.items()):
-                followers = [r for r in state.isr if r != state.leader]
-                if state.leader >= 0 and followers:
-                    say(
-                        f"CHAOS: cut broker {followers[0]} off from broker {state.leader} "
-                        f"(follower and leader of partition {partition})"
-                    )
-                    target.isolate(followers[0], state.leader)
-                    break
+            cut = pick_cut(view, down)
+            if cut is None:
+                say(f"CHAOS (skipped): {step.action.value}: no partition has a leader and an "
+                    "in-sync follower both up")  # fmt: skip
+                continue
+            partition, follower, leader = cut
+            say(
+                f"CHAOS: cut broker {follower} off from broker {leader} "
+                f"(follower and leader of partition {partition})"
+            )
+            target.isolate(follower, leader)
         elif step.action is Action.HEAL:
             say("CHAOS: heal the network")
             target.heal()
@@ -279,6 +322,9 @@ async def _watch(
     found = await zk.get_replica_assignment(TOPIC)
     assignment = {} if found is None else found[1]
     async with target.consumer() as offsets:
+        # Assigned, so that the consumer looks up these partitions' leaders: it asks each
+        # leader's ListOffsets for the high watermark (nothing is polled).
+        offsets.assign([TopicPartition(TOPIC, p) for p in range(options.partitions)])
         while True:
             began = trio.current_time()
             view = await _look(zk, options, progress, offsets, high_watermarks, assignment)
@@ -303,21 +349,26 @@ async def _look(
     controller = await zk.get_controller_id()
     epoch = await zk.get_controller_epoch()
     tps = [TopicPartition(TOPIC, p) for p in range(options.partitions)]
-    with trio.move_on_after(WATCH_INTERVAL):
-        for tp, offset in (await offsets.end_offsets(tps)).items():
-            high_watermarks[tp.partition] = offset
-    partitions = {}
+    states = {}
     for tp in tps:
         state = await zk.get_partition_state(tp)
-        if state is None:
-            continue
-        leader_and_isr = state.leader_and_isr
-        partitions[tp.partition] = PartitionView(
+        if state is not None:
+            states[tp.partition] = state.leader_and_isr
+    # Only partitions with a leader: an offline one would hold up the others' lookup. A
+    # lookup that does not answer in time leaves the last high watermarks shown.
+    led = [tp for tp in tps if tp.partition in states and states[tp.partition].leader >= 0]
+    with trio.move_on_after(WATCH_INTERVAL):
+        if led:
+            for tp, offset in (await offsets.end_offsets(led)).items():
+                high_watermarks[tp.partition] = offset
+    partitions = {}
+    for partition, leader_and_isr in sorted(states.items()):
+        partitions[partition] = PartitionView(
             leader_and_isr.leader,
             leader_and_isr.leader_epoch,
-            tuple(assignment[tp.partition].replicas) if tp.partition in assignment else (),
+            tuple(assignment[partition].replicas) if partition in assignment else (),
             tuple(leader_and_isr.isr),
-            high_watermarks.get(tp.partition),
+            high_watermarks.get(partition),
         )
     now = trio.current_time() - progress.started
     return ClusterView(now, live, controller, None if epoch is None else epoch[0], partitions)

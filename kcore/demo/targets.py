@@ -30,8 +30,9 @@ logger = logging.getLogger("kcore.demo")
 SESSION_TIMEOUT_MS = 6000
 BROKER_SETTINGS = {
     "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
-    # Short enough that a cut-off follower visibly leaves the ISR within the demo.
-    "replica.lag.time.max.ms": 5000,
+    # Short enough that a cut-off follower visibly leaves the ISR within a short demo (the
+    # schedule keeps the cut for `schedule.shrink_seconds` of it); Kafka's default is 30000.
+    "replica.lag.time.max.ms": 3000,
 }
 
 

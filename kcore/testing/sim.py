@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import re
 from collections.abc import Awaitable, Callable
 
 import attrs
@@ -53,6 +54,86 @@ RUN_SLACK_SECONDS = 600.0
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 
 
+# The errors a broker, ZooKeeper or the network being down gives (transport and zkstub).
+_FAULT_ERRORS = (
+    r"(ConnectError|ConnectionClosedError|RequestTimeoutError|SessionExpiredError"
+    r"|ConnectionLossError|OperationTimeoutError|ClosedError)\("
+)
+# What a client says when the broker it sends to is down, cut off or slow.
+_UNREACHABLE = (
+    r"could not connect|no response in time|connection lost|no leader could be sent to"
+    r"|no broker answered"
+)
+
+
+@attrs.frozen
+class ExpectedLog:
+    """A WARNING or ERROR that the injected faults cause in a healthy cluster: a campaign
+    counts these instead of showing them (anything else is shown, tagged with its seed)."""
+
+    logger: str
+    pattern: str  # re.search'd in the formatted message
+    why: str
+
+
+EXPECTED_UNDER_FAULTS = (
+    ExpectedLog(
+        "kcore.client.producer",
+        r"failed: The size of the current ISR .* is insufficient to satisfy the min\.isr",
+        "acks=all refused below min.insync.replicas",
+    ),
+    ExpectedLog(
+        "kcore.client.producer",
+        rf"record\(s\) for \S+ failed: .*({_UNREACHABLE})",
+        "a produce that found no reachable leader in its delivery timeout",
+    ),
+    ExpectedLog(
+        "kcore.client.",
+        rf"metadata refresh failed: .*({_UNREACHABLE})",
+        "a metadata refresh while the brokers it knows are down",
+    ),
+    ExpectedLog(
+        "kcore.state.change",
+        r"^Failed to elect leader for partition \S+ under strategy \w+: no eligible replica",
+        "an election while every eligible replica is down",
+    ),
+    ExpectedLog(
+        "kcore.server.broker",
+        rf"controlled shutdown request failed: {_FAULT_ERRORS}",
+        "a controlled shutdown that cannot reach the controller",
+    ),
+    ExpectedLog(
+        "kcore.server.broker",
+        r"proceeding to an unclean shutdown$",
+        "a controlled shutdown that cannot reach the controller",
+    ),
+    ExpectedLog(
+        "kcore.server.replica_manager",
+        rf"^Failed to (write the ISR of|propagate ISR changes of) .*: {_FAULT_ERRORS}",
+        "an ISR change while ZooKeeper is out of reach or the session expired",
+    ),
+    ExpectedLog(
+        "kcore.server.apis",
+        # 11 STALE_CONTROLLER_EPOCH, 77 STALE_BROKER_EPOCH
+        r"refuses (UpdateMetadata|LeaderAndIsr) from controller \d+ epoch \d+ \(error (11|77)\)",
+        "a request from a deposed controller, or for an expired broker session",
+    ),
+    ExpectedLog(
+        "kcore.controller.channel",
+        rf"fails to send request \w+ to broker \d+: {_FAULT_ERRORS}",
+        "a controller request to a broker that is down or cut off",
+    ),
+)
+
+
+def expected_under_faults(logger_name: str, message: str) -> ExpectedLog | None:
+    """Which `EXPECTED_UNDER_FAULTS` entry a log line is (None: it is worth a look)."""
+    for expected in EXPECTED_UNDER_FAULTS:
+        if logger_name.startswith(expected.logger) and re.search(expected.pattern, message):
+            return expected
+    return None
+
+
 @attrs.frozen
 class SimConfig:
     seed: int
@@ -87,6 +168,11 @@ class SimConfig:
             raise ValueError(f"acks must be one of {sorted(_ACKS)}, not {self.acks!r}")
 
     @property
+    def name(self) -> str:
+        """The seed and the cluster's shape: what it takes to replay a seed."""
+        return f"seed {self.seed} ({self.brokers} brokers, {self.partitions} partitions)"
+
+    @property
     def power_safe(self) -> bool:
         """Whether a power loss keeps every acknowledged record (each append fsynced)."""
         return self.flush_messages == 1 or "power_loss" not in self.faults
@@ -112,7 +198,7 @@ class SimResult:
         return self.violation is None and self.check is not None and self.check.valid
 
     def report(self) -> str:
-        lines = [f"seed {self.config.seed}: {'ok' if self.ok else 'FAILED'}"]
+        lines = [f"{self.config.name}: {'ok' if self.ok else 'FAILED'}"]
         if self.violation:
             lines.append(f"invariant violated: {self.violation}")
         if self.check is not None:
@@ -133,6 +219,9 @@ class Simulation:
     down: set[int] = attrs.field(factory=set)
     # Set when a scenario returns: the producers stop, and the run heals and settles.
     workload_done: bool = False
+    # partition -> its replicas, as the topic's znode assigns them (read when settling, so
+    # reading it does not perturb the history under faults; nothing here reassigns).
+    assignment: dict[int, tuple[int, ...]] = attrs.field(factory=dict)
     _last_seen: dict[str, tuple] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
@@ -375,29 +464,47 @@ class Simulation:
             self.log(f"restart broker {broker_id} (settling)")
             await self.cluster.start_broker(broker_id)
         self.down.clear()
+        await self.read_assignment()
         await poll_until(self._converged, timeout=self.config.settle_seconds, every=0.5)
         self.log("converged")
 
+    async def read_assignment(self) -> None:
+        zk = KafkaZkClient(self.cluster.zk, clock=self.cluster.clock)
+        found = await zk.get_replica_assignment(TOPIC)
+        if found is None:
+            raise InvariantViolation(f"topic {TOPIC} has no assignment after its creation")
+        _topic_id, assignment = found
+        self.assignment = {p: tuple(a.replicas) for p, a in sorted(assignment.items())}
+        self.log(f"assignment: {self.assignment}")
+
     def _converged(self) -> bool:
-        """Every partition led, and every replica holding the leader's log, all committed."""
+        """Every partition led by one of its replicas, and each replica (per the topic's
+        assignment: with more brokers than the replication factor, a broker hosts only
+        some partitions) holding the leader's log, all of it committed."""
         for partition in range(self.config.partitions):
             tp = TopicPartition(TOPIC, partition)
+            leaders = [
+                broker_id
+                for broker_id, broker in self.cluster.brokers.items()
+                if broker.replica_manager is not None
+                and (replica := broker.replica_manager.partition(tp)) is not None
+                and replica.is_leader
+            ]
+            if len(leaders) != 1:
+                return False
             views = []
-            leaders = []
-            for broker_id in sorted(self.cluster.brokers):
+            for broker_id in self.assignment[partition]:
                 manager = self.cluster.brokers[broker_id].replica_manager
                 replica = manager.partition(tp) if manager else None
                 if replica is None:
                     return False
                 views.append((replica.log_end_offset, replica.high_watermark, replica.leader_epoch))
-                if replica.is_leader:
-                    leaders.append(replica)
-            if len(leaders) != 1 or len(set(views)) != 1:
+            if len(set(views)) != 1:
                 return False
-            leader = leaders[0]
+            leader = self.cluster.brokers[leaders[0]].replica_manager.partition(tp)
             if leader.high_watermark != leader.log_end_offset:
                 return False
-            if len(leader.isr) != len(leader.replicas):
+            if sorted(leader.isr) != sorted(self.assignment[partition]):
                 return False
         return True
 

@@ -11,7 +11,7 @@ from kcore.demo.model import (
     events_between,
     judge,
 )
-from kcore.demo.schedule import Action, chaos_schedule
+from kcore.demo.schedule import CANNOT_CUT, Action, chaos_schedule, describe, shrink_seconds
 
 
 def _view(time, live, controller, epoch, partitions):
@@ -94,7 +94,39 @@ def test_the_schedule_undoes_each_fault_before_the_next_and_ends_early():
     ]
     assert [s.at for s in steps] == sorted(s.at for s in steps)
     assert steps[-1].at <= 80
-    without_network = chaos_schedule(100, can_isolate=False)
-    assert Action.ISOLATE_FOLLOWER not in [s.action for s in without_network]
+    assert not any(s.skipped for s in steps)
     with pytest.raises(ValueError, match="duration"):
         chaos_schedule(0)
+
+
+def _cut_and_heal(steps):
+    (cut,) = [s.at for s in steps if s.action is Action.ISOLATE_FOLLOWER]
+    (heal,) = [s.at for s in steps if s.action is Action.HEAL]
+    return cut, heal
+
+
+@pytest.mark.parametrize("duration", [16, 30, 60, 100])
+def test_the_cut_lasts_long_enough_for_the_isr_to_shrink(duration):
+    """replica.lag.time.max.ms, then up to one ISR check (half of it), then the write."""
+    assert shrink_seconds(3000) == 3 + 1.5 + 1
+    cut, heal = _cut_and_heal(chaos_schedule(duration, cut_seconds=shrink_seconds(3000)))
+    assert heal - cut >= shrink_seconds(3000)
+    assert heal - cut >= 0.16 * duration - 0.001  # never shorter than its share of the run
+
+
+def test_a_schedule_without_network_faults_says_what_it_skips():
+    steps = chaos_schedule(100, can_isolate=False)
+    assert [s.action for s in steps if s.skipped] == [Action.ISOLATE_FOLLOWER, Action.HEAL]
+    assert all(s.skipped == CANNOT_CUT for s in steps if s.skipped)
+    line = describe(steps)
+    assert "62.0s cut a follower off from its leader (skipped)" in line
+    assert line.endswith(f"; skipped: {CANNOT_CUT}")
+    assert "skipped" not in describe(chaos_schedule(100))
+
+
+def test_the_verdict_names_partitions_in_words():
+    verdict = judge([(0, 0, b"a", 0.0), (1, 0, b"b", 0.0)], [(0, 0, b"a")], {0: 0.0, 1: 2.5})
+    text = "\n".join(verdict.lines())
+    assert "(partition 0 0.0s, partition 1 2.5s)" in text
+    assert "  LOST partition 1 offset 0: b'b'" in text
+    assert " p0 " not in text and " p1 " not in text
