@@ -186,7 +186,7 @@ class ControllerChannelManager:
                 return await client.request(item.api_key, body)
             except transport.TransportError as error:
                 logger.warning(
-                    "Controller %d epoch fails to send request %s to broker %d: %r; retrying",
+                    "Controller %d fails to send request %s to broker %d: %r; retrying",
                     self.controller_id, item.api_key.name, broker_id, error,
                 )  # fmt: skip
                 await trio.sleep(self.retry_backoff)
