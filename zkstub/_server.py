@@ -97,7 +97,7 @@ class ZkServer:
 
     # -- sessions -------------------------------------------------------------------------
 
-    def open_session(self, timeout: float, session_id: int = 0, password: bytes = b"") -> Session:
+    def open_session(self, timeout: object, session_id: int = 0, password: bytes = b"") -> Session:
         now = trio.current_time()
         if session_id:
             return self.sessions.revalidate(session_id, password, now)
@@ -249,7 +249,7 @@ class ZkServer:
             raise transport.RpcError(BadArgumentsError.code, "connect takes 3 or 4 fields")
         timeout, session_id, password = body[:3]
         try:
-            session = self.open_session(float(timeout), int(session_id), bytes(password))
+            session = self.open_session(timeout, int(session_id), bytes(password))
             watches = _decode_watches(body[3]) if len(body) == 4 else None
         except (TypeError, ValueError):
             raise transport.RpcError(BadArgumentsError.code, "malformed connect") from None
@@ -345,16 +345,22 @@ async def open_server(
     *,
     seed: int = 0,
     snapshot_every: int = 10_000,
+    min_session_timeout: float | None = None,
+    max_session_timeout: float | None = None,
 ) -> AsyncIterator[ZkServer]:
     """A zkstub server. With `network`, it listens on `address` (default 127.0.0.1, a free
-    port); without, it serves only `connect_local` clients. `tick_time` (seconds) bounds the
-    negotiated session timeouts to [2, 20] ticks; `clock` stamps ctime/mtime; `seed` seeds
+    port); without, it serves only `connect_local` clients. Negotiated session timeouts are
+    clamped to [`min_session_timeout`, `max_session_timeout`] (ZooKeeper's settings, in
+    seconds; by default 2 and 20 times `tick_time`); `clock` stamps ctime/mtime; `seed` seeds
     session ids and passwords. With `data_dir`, every write is logged and fsynced before it
     is answered, a snapshot is taken every `snapshot_every` records, and a restart recovers
     the tree and the sessions (which expire unless their clients come back in time)."""
     tree = DataTree(clock=lambda: int(clock() * 1000))
-    server = ZkServer(tree, SessionTable(tick_time, random.Random(seed)), tick_time,
-                      snapshot_every=snapshot_every)  # fmt: skip
+    sessions = SessionTable(
+        tick_time, random.Random(seed),
+        min_session_timeout=min_session_timeout, max_session_timeout=max_session_timeout,
+    )  # fmt: skip
+    server = ZkServer(tree, sessions, tick_time, snapshot_every=snapshot_every)
     if data_dir is not None:
         server.storage = _recover(server, data_dir)
     async with actors.open_background_nursery() as nursery:
