@@ -178,35 +178,33 @@ class ZkServer:
     # -- requests -------------------------------------------------------------------------
 
     def handle(self, session_id: int, op: str, args: list[Any]) -> Any:
-        """One request of a live session; raises its ZkError."""
+        """One request of a live session; raises its ZkError (BadArgumentsError for a
+        request that is not well-formed, before anything is applied)."""
         if session_id not in self.sessions.sessions:
             raise SessionExpiredError(f"session 0x{session_id:x} has expired")
+        parsed = proto.request_from_wire(op, args)
         self.sessions.touch(session_id, trio.current_time())
         tree = self.tree
-        watcher = session_id if op in ("get", "exists", "children") and args[1] else None
+        watcher = session_id if op in proto.READS and args[1] else None
         match op:
             case "get":
-                data, stat = tree.get(args[0], watcher)
+                data, stat = tree.get(parsed, watcher)
                 return [data, proto.stat_to_wire(stat)]
             case "exists":
-                return proto.stat_to_wire(tree.exists(args[0], watcher))
+                return proto.stat_to_wire(tree.exists(parsed, watcher))
             case "children":
-                return tree.get_children(args[0], watcher)
-            case "create" | "delete" | "set" | "check":
-                parsed = proto.op_from_wire([op, *args])
-                now_ms = tree.clock()
-                self._journal(WRITE, session_id, now_ms, [op, *args])
-                result, deliveries = tree.apply(session_id, parsed, now_ms)
-                self._dispatch(deliveries)
-                return proto.stat_to_wire(result) if op == "set" else result
+                return tree.get_children(parsed, watcher)
             case "multi":
-                ops = [proto.op_from_wire(o) for o in args]
                 now_ms = tree.clock()
                 self._journal(MULTI, session_id, now_ms, args)
-                results, deliveries = tree.multi(session_id, ops, now_ms)
+                results, deliveries = tree.multi(session_id, parsed, now_ms)
                 self._dispatch(deliveries)
                 return [proto.multi_result_to_wire(r) for r in results]
-        raise BadArgumentsError(f"unknown request {op!r}")
+        now_ms = tree.clock()
+        self._journal(WRITE, session_id, now_ms, [op, *args])
+        result, deliveries = tree.apply(session_id, parsed, now_ms)
+        self._dispatch(deliveries)
+        return proto.stat_to_wire(result) if op == "set" else result
 
     async def request(self, session_id: int, op: str, args: list[Any]) -> Any:
         """`handle`, answered once its transaction is durable."""
@@ -244,17 +242,14 @@ class ZkServer:
         )
 
     async def _rpc_connect(self, request: transport.Request) -> Any:
-        body = request.body
-        if not (isinstance(body, list) and len(body) in (3, 4)):
-            raise transport.RpcError(BadArgumentsError.code, "connect takes 3 or 4 fields")
-        timeout, session_id, password = body[:3]
         try:
-            session = self.open_session(timeout, int(session_id), bytes(password))
-            watches = _decode_watches(body[3]) if len(body) == 4 else None
-        except (TypeError, ValueError):
-            raise transport.RpcError(BadArgumentsError.code, "malformed connect") from None
+            connect = proto.connect_from_wire(request.body)
+            session = self.open_session(connect.timeout, connect.session_id, connect.password)
         except ZkError as error:
+            if isinstance(error, BadArgumentsError):
+                logger.warning("Refused a connect from %s: %s", request.connection.peer_name, error)
             raise transport.RpcError(error.code, str(error)) from None
+        watches = connect.watches
         connection = request.connection
         connection.context["session_id"] = session.session_id
         self.attach_connection(session.session_id, connection)
@@ -292,7 +287,7 @@ class ZkServer:
     async def _rpc_request(self, request: transport.Request) -> Any:
         session_id = self._session_of(request)
         body = request.body
-        if not (isinstance(body, list) and len(body) == 2 and isinstance(body[1], list)):
+        if not (isinstance(body, list) and len(body) == 2):
             raise transport.RpcError(BadArgumentsError.code, "a request is [op, args]")
         try:
             # The zxid the reply reflects, which a reconnecting client hands back
@@ -301,9 +296,6 @@ class ZkServer:
             return [self.tree.zxid, result]
         except ZkError as error:
             raise transport.RpcError(error.code, str(error)) from None
-        except (IndexError, TypeError) as error:
-            message = f"malformed request: {error}"
-            raise transport.RpcError(BadArgumentsError.code, message) from None
 
     async def _rpc_ping(self, request: transport.Request) -> Any:
         try:
@@ -376,17 +368,6 @@ async def open_server(
             nursery.cancel_scope.cancel()
             if server.storage is not None:
                 server.storage.close()
-
-
-def _decode_watches(value: Any) -> tuple[int, list[str], list[str], list[str]]:
-    """[relative_zxid, data paths, exist paths, child paths], from a reconnecting client."""
-    relative_zxid, data, exist, child = value
-    lists = (data, exist, child)
-    if not isinstance(relative_zxid, int) or not all(
-        isinstance(paths, list) and all(isinstance(p, str) for p in paths) for paths in lists
-    ):
-        raise ValueError(f"malformed watches {value!r}")
-    return relative_zxid, data, exist, child
 
 
 def _recover(server: ZkServer, data_dir: Any) -> Storage:

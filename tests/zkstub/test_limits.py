@@ -87,3 +87,69 @@ async def test_an_in_process_session_with_a_non_finite_timeout_is_refused(
         with pytest.raises(BadArgumentsError, match="session timeout"):
             server.open_session(requested)
         assert server.sessions.sessions == {}
+
+
+# -- ill-typed requests -----------------------------------------------------------------------
+
+BAD_CONNECTS = [
+    pytest.param([6.0, 0, 10**12], id="password-an-int"),
+    pytest.param([6.0, 0, "pw"], id="password-a-str"),
+    pytest.param([6.0, 0, [1, 2]], id="password-a-list"),
+    pytest.param([6.0, 1.5, b""], id="session-id-a-float"),
+    pytest.param([6.0, -1, b""], id="session-id-negative"),
+    pytest.param([6.0, "1", b""], id="session-id-a-str"),
+    pytest.param([6.0, 0, b"", [0, ["/a"], [], 5]], id="watches-not-a-list"),
+    pytest.param([6.0, 0, b"", [0, [7], [], []]], id="watched-path-an-int"),
+    pytest.param([6.0, 0, b"", [0, ["no-slash"], [], []]], id="watched-path-invalid"),
+    pytest.param([6.0, 0, b"", [0.5, [], [], []]], id="watches-zxid-a-float"),
+    pytest.param([6.0, 0, b"", [0, []]], id="watches-too-short"),
+    pytest.param([6.0, 0], id="too-few-fields"),
+    pytest.param({"timeout": 6.0}, id="a-map"),
+]
+
+
+@pytest.mark.parametrize("body", BAD_CONNECTS)
+async def test_an_ill_typed_connect_is_answered_bad_arguments(autojump_clock, body, caplog):
+    async with sim_server() as (network, server), raw_connection(network) as connection:
+        response = await connection.request(proto.CONNECT, body)
+        assert response.error_code == BAD_ARGUMENTS, response
+        assert server.sessions.sessions == {}
+        # The server is unharmed: the same connection can still open a session.
+        response = await connection.request(proto.CONNECT, [6.0, 0, b""])
+        assert response.error_code == 0
+    assert "Traceback" not in caplog.text
+    assert not [r for r in caplog.records if r.exc_info]
+
+
+BAD_REQUESTS = [
+    pytest.param(["get", ["/a"]], id="get-without-watch"),
+    pytest.param(["get", [["/a"], False]], id="get-path-a-list"),
+    pytest.param(["children", ["/a", "yes"]], id="children-watch-a-str"),
+    pytest.param(["exists", "/a"], id="args-a-str"),
+    pytest.param(["create", ["/b", "text", False, False]], id="create-data-a-str"),
+    pytest.param(["create", ["/b", b"", 0, False]], id="create-ephemeral-an-int"),
+    pytest.param(["set", ["/a", b"", 2**40]], id="set-version-beyond-int32"),
+    pytest.param(["delete", ["/a", None]], id="delete-version-none"),
+    pytest.param(["multi", [["check", "/a", "0"]]], id="multi-check-version-a-str"),
+    pytest.param(["multi", [["nope", "/a"]]], id="multi-unknown-op"),
+    pytest.param(["multi", "ops"], id="multi-ops-a-str"),
+    pytest.param([["get"], ["/a", False]], id="op-a-list"),
+    pytest.param(["get", ["/a", False], 3], id="three-fields"),
+]
+
+
+@pytest.mark.parametrize("body", BAD_REQUESTS)
+async def test_an_ill_typed_request_is_answered_bad_arguments(autojump_clock, body, caplog):
+    async with sim_server() as (network, server), raw_connection(network) as connection:
+        response = await connection.request(proto.CONNECT, [6.0, 0, b""])
+        assert response.error_code == 0
+        response = await connection.request(proto.REQUEST, ["create", ["/a", b"x", False, False]])
+        assert response.error_code == 0
+        zxid = server.tree.zxid
+        response = await connection.request(proto.REQUEST, body)
+        assert response.error_code == BAD_ARGUMENTS, response
+        assert server.tree.zxid == zxid  # nothing applied, no transaction spent
+        response = await connection.request(proto.REQUEST, ["get", ["/a", False]])
+        assert response.error_code == 0
+        assert response.body[1][0] == b"x"
+    assert not [r for r in caplog.records if r.exc_info]
