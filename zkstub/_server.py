@@ -19,6 +19,13 @@ import trio
 import actors
 import transport
 from zkstub import _protocol as proto
+from zkstub._connections import (
+    DEFAULT_MAX_CLIENT_CNXNS,
+    DEFAULT_MAX_OUTBOUND_BYTES,
+    DEFAULT_SESSIONLESS_TIMEOUT,
+    ConnectionGuard,
+    GuardedConnection,
+)
 from zkstub._errors import BadArgumentsError, SessionExpiredError, ZkError
 from zkstub._sessions import Session, SessionTable
 from zkstub._snapshot import CLOSE, MULTI, SESSION, WRITE, replay, restore_snapshot, take_snapshot
@@ -51,6 +58,7 @@ class ZkServer:
     # were lost with the old process, so the client's setWatches is needed (a session that
     # lived on in memory kept its watches, and its held events, here).
     _watchless: set[int] = attrs.field(factory=set)
+    connection_guard: ConnectionGuard | None = None  # with a network: the limits per client
 
     # -- durability -----------------------------------------------------------------------
 
@@ -238,8 +246,20 @@ class ZkServer:
             },
             name="zkstub",
             ordered=True,
+            on_connect=self._on_connect,
             on_disconnect=self._on_disconnect,
         )
+
+    def _on_connect(self, connection: transport.ServerConnection) -> None:
+        guarded = connection.connection
+        if isinstance(guarded, GuardedConnection):
+            guarded.server_connection = connection
+            connection.context["abort"] = guarded.abort
+
+    @staticmethod
+    def _has_session(guarded: GuardedConnection) -> bool:
+        connection = guarded.server_connection
+        return connection is not None and "session_id" in connection.context
 
     async def _rpc_connect(self, request: transport.Request) -> Any:
         try:
@@ -256,8 +276,15 @@ class ZkServer:
 
         def deliver(event: WatchedEvent | None) -> None:
             if event is None:
+                # Closed at once, as ZooKeeper does: a client that is not reading would
+                # hold a close-after-flush open forever. One that is reading may get the
+                # notice first; otherwise its reconnect is answered SessionExpired.
                 connection.push([proto.EXPIRED_PUSH])
-                connection.close()
+                abort = connection.context.get("abort")
+                if abort is None:
+                    connection.close()
+                else:
+                    abort(f"session 0x{session.session_id:x} expired", logging.INFO)
             else:
                 connection.push(proto.event_to_wire(event))
 
@@ -339,6 +366,9 @@ async def open_server(
     snapshot_every: int = 10_000,
     min_session_timeout: float | None = None,
     max_session_timeout: float | None = None,
+    max_client_cnxns: int = DEFAULT_MAX_CLIENT_CNXNS,
+    sessionless_timeout: float = DEFAULT_SESSIONLESS_TIMEOUT,
+    max_outbound_bytes: int = DEFAULT_MAX_OUTBOUND_BYTES,
 ) -> AsyncIterator[ZkServer]:
     """A zkstub server. With `network`, it listens on `address` (default 127.0.0.1, a free
     port); without, it serves only `connect_local` clients. Negotiated session timeouts are
@@ -346,7 +376,11 @@ async def open_server(
     seconds; by default 2 and 20 times `tick_time`); `clock` stamps ctime/mtime; `seed` seeds
     session ids and passwords. With `data_dir`, every write is logged and fsynced before it
     is answered, a snapshot is taken every `snapshot_every` records, and a restart recovers
-    the tree and the sessions (which expire unless their clients come back in time)."""
+    the tree and the sessions (which expire unless their clients come back in time).
+    What one client may cost: `max_client_cnxns` connections per address (ZooKeeper's
+    maxClientCnxns, 0 for no limit), `sessionless_timeout` seconds for a connection with
+    no session to say something (zookeeper.nio.sessionlessCnxnTimeout), and
+    `max_outbound_bytes` queued for it and not taken (see `zkstub._connections`)."""
     tree = DataTree(clock=lambda: int(clock() * 1000))
     sessions = SessionTable(
         tick_time, random.Random(seed),
@@ -358,9 +392,16 @@ async def open_server(
     async with actors.open_background_nursery() as nursery:
         await nursery.start(server.run_expiry)
         if network is not None:
-            listener = await nursery.start(
-                network.serve, address or ("127.0.0.1", 0), server.rpc_server().handle_connection
+            guard = ConnectionGuard(
+                server.rpc_server().handle_connection,  # type: ignore[arg-type]
+                max_client_cnxns=max_client_cnxns,
+                sessionless_timeout=sessionless_timeout,
+                max_outbound_bytes=max_outbound_bytes,
+                linger=tick_time,
+                has_session=server._has_session,
             )
+            server.connection_guard = guard
+            listener = await nursery.start(network.serve, address or ("127.0.0.1", 0), guard.handle)
             server.address = listener.address
         try:
             yield server

@@ -6,10 +6,12 @@ import math
 import random
 
 import pytest
+import trio
 
 import transport
 import zkstub
 from zkstub import _protocol as proto
+from zkstub._connections import GuardedConnection
 from zkstub._errors import BadArgumentsError
 from zkstub._sessions import SessionTable
 
@@ -153,3 +155,154 @@ async def test_an_ill_typed_request_is_answered_bad_arguments(autojump_clock, bo
         assert response.error_code == 0
         assert response.body[1][0] == b"x"
     assert not [r for r in caplog.records if r.exc_info]
+
+
+# -- slow readers and expired sessions' connections --------------------------------------------
+
+
+class _StuckConnection:
+    """A MessageConnection whose peer never reads: every send blocks."""
+
+    peer_name = "stuck"
+    peer_address = ("stuck", 1)
+
+    def __init__(self):
+        self.closed = False
+
+    async def send_frames(self, frames):
+        await trio.sleep_forever()
+
+    async def aclose(self):
+        self.closed = True
+
+
+async def test_a_connection_whose_client_stops_reading_is_dropped_past_the_bound(
+    autojump_clock,
+):
+    stuck = _StuckConnection()
+    with trio.CancelScope() as scope:
+        guarded = GuardedConnection(stuck, max_outbound_bytes=1000, scope=scope, linger=1.0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(guarded.run_sender)
+            for _ in range(9):
+                await guarded.send_frames([b"x" * 100])
+            assert not guarded.aborted  # 900 bytes queued: within the bound
+            await guarded.send_frames([b"x" * 101, b"y" * 100])
+            await trio.sleep_forever()  # the abort cancels the scope
+    assert scope.cancelled_caught
+    assert guarded.aborted and guarded.queued_bytes <= 1000
+
+
+async def test_closing_a_connection_whose_client_stops_reading_ends_after_the_linger(
+    autojump_clock,
+):
+    stuck = _StuckConnection()
+    with trio.CancelScope() as scope:
+        guarded = GuardedConnection(stuck, max_outbound_bytes=1000, scope=scope, linger=2.0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(guarded.run_sender)
+            await guarded.send_frames([b"x" * 100])
+            started = trio.current_time()
+            await guarded.aclose()
+            assert trio.current_time() - started == pytest.approx(2.0)
+            assert stuck.closed
+            nursery.cancel_scope.cancel()
+
+
+@contextlib.asynccontextmanager
+async def tcp_server(**settings):
+    async with zkstub.open_server(network=transport.TcpNetwork(), **settings) as server:
+        yield server
+
+
+async def open_silent_client(server, requests, rcvbuf=4096):
+    """A raw TCP client that sends a connect and `requests`, and never reads."""
+    sock = trio.socket.socket()
+    sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, rcvbuf)
+    await sock.connect(server.address)
+    stream = trio.SocketStream(sock)
+    messages = [[proto.CONNECT, 0, 0, "silent", [6.0, 0, b""]]]
+    messages += [[proto.REQUEST, 0, i + 1, "silent", body] for i, body in enumerate(requests)]
+    await stream.send_all(b"".join(transport.encode_frame(m) for m in messages))
+    return stream
+
+
+async def wait_until(predicate, timeout=60.0):
+    with trio.fail_after(timeout):
+        while not predicate():
+            await trio.sleep(0.01)
+
+
+async def test_a_client_that_stops_reading_is_disconnected_not_buffered():
+    big = b"v" * (256 * 1024)
+    async with tcp_server(max_outbound_bytes=1024 * 1024) as server:
+        async with server.connect_local() as zk:
+            await zk.create("/big", big)
+        # 400 replies of 256 KiB: 100 MiB the client never takes.
+        stream = await open_silent_client(server, [["get", ["/big", False]]] * 400)
+        async with stream:
+            await wait_until(lambda: not server.connection_guard.open_connections)
+        async with server.connect_local() as zk:  # and the server serves on
+            assert (await zk.get("/big"))[0] == big
+
+
+async def test_an_expired_sessions_connection_is_closed_at_once_though_not_read():
+    big = b"v" * (256 * 1024)
+    # A close that waited for the queue to drain would wait out its linger (a tick).
+    async with tcp_server(tick_time=30.0) as server:
+        async with server.connect_local(session_timeout=60.0) as zk:
+            await zk.create("/big", big)
+        # 40 replies of 256 KiB: more than the socket buffers take, less than the bound.
+        stream = await open_silent_client(server, [["get", ["/big", False]]] * 40)
+        async with stream:
+            await wait_until(lambda: len(server.sessions.sessions) == 1)
+            (session_id,) = server.sessions.sessions
+            await trio.sleep(0.2)  # (real time) the replies fill the socket buffers
+            assert server.connection_guard.open_connections
+            await server.expire_session(session_id)
+            await wait_until(lambda: not server.connection_guard.open_connections, timeout=10.0)
+
+
+# -- connections per address and sessionless connections ---------------------------------------
+
+
+async def test_connections_beyond_max_client_cnxns_from_one_address_are_closed(
+    autojump_clock, caplog
+):
+    async with sim_server(max_client_cnxns=2) as (network, server):
+        async with raw_connection(network, "a") as first, raw_connection(network, "a") as second:
+            for connection in (first, second):
+                response = await connection.request(proto.CONNECT, [6.0, 0, b""])
+                assert response.error_code == 0
+            async with raw_connection(network, "a") as third:
+                with pytest.raises(transport.TransportError):
+                    await third.request(proto.CONNECT, [6.0, 0, b""])
+            # Another address is not affected.
+            async with raw_connection(network, "b") as other:
+                response = await other.request(proto.CONNECT, [6.0, 0, b""])
+                assert response.error_code == 0
+        assert server.connection_guard.open_connections.get("a", 0) <= 2
+    assert "Too many connections from a - max is 2" in caplog.text
+
+
+async def test_a_connection_that_never_opens_a_session_is_closed_after_the_timeout(
+    autojump_clock,
+):
+    async with sim_server(sessionless_timeout=10.0) as (network, server):
+        async with raw_connection(network, "idle") as idle:
+            await trio.sleep(5.0)
+            assert server.connection_guard.open_connections == {"idle": 1}
+            await trio.sleep(6.0)
+            assert server.connection_guard.open_connections == {}
+            assert not idle.is_usable
+
+
+async def test_a_connection_with_a_session_outlives_the_sessionless_timeout(autojump_clock):
+    async with sim_server(sessionless_timeout=10.0) as (network, server):
+        async with raw_connection(network, "busy") as busy:
+            response = await busy.request(proto.CONNECT, [6.0, 0, b""])
+            assert response.error_code == 0
+            for _ in range(10):  # pings within the session timeout, for 30 s
+                await trio.sleep(3.0)
+                assert (await busy.request(proto.PING, None)).error_code == 0
+            assert server.connection_guard.open_connections == {"busy": 1}
