@@ -175,6 +175,32 @@ def request_from_wire(op: Any, args: Any) -> Any:
     raise BadArgumentsError(f"unknown request {_brief(op)}")
 
 
+JUTE_MAXBUFFER = 0xFFFFF  # ZooKeeper's default jute.maxbuffer: 1 MiB - 1
+_OP_OVERHEAD = 16  # an op's fixed fields on ZooKeeper's wire (header, lengths, version)
+
+
+def request_size(op: Any, args: Any, limit: int) -> int:
+    """About what the request takes on ZooKeeper's wire (paths, data and each op's fixed
+    fields), counted only until it passes `limit`: a multi of a million ops is refused
+    after the first ones that pass it, not after a million."""
+    ops = args if op == "multi" and isinstance(args, list) else [[op, *args]]
+    size = 0
+    for one in ops:
+        size += _OP_OVERHEAD
+        if isinstance(one, list):
+            for field in one[1:3]:
+                if isinstance(field, str | bytes):
+                    size += len(field)
+        if size > limit:
+            break
+    return size
+
+
+def children_size(names: list[str]) -> int:
+    """A get_children reply's size on ZooKeeper's wire: each name and its length."""
+    return sum(4 + len(name.encode()) for name in names)
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

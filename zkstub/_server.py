@@ -26,7 +26,7 @@ from zkstub._connections import (
     ConnectionGuard,
     GuardedConnection,
 )
-from zkstub._errors import BadArgumentsError, SessionExpiredError, ZkError
+from zkstub._errors import BadArgumentsError, MarshallingError, SessionExpiredError, ZkError
 from zkstub._sessions import Session, SessionTable
 from zkstub._snapshot import CLOSE, MULTI, SESSION, WRITE, replay, restore_snapshot, take_snapshot
 from zkstub._storage import Storage
@@ -59,6 +59,8 @@ class ZkServer:
     # lived on in memory kept its watches, and its held events, here).
     _watchless: set[int] = attrs.field(factory=set)
     connection_guard: ConnectionGuard | None = None  # with a network: the limits per client
+    # ZooKeeper's jute.maxbuffer: the largest request, and the largest get_children reply.
+    jute_maxbuffer: int = proto.JUTE_MAXBUFFER
 
     # -- durability -----------------------------------------------------------------------
 
@@ -190,6 +192,13 @@ class ZkServer:
         request that is not well-formed, before anything is applied)."""
         if session_id not in self.sessions.sessions:
             raise SessionExpiredError(f"session 0x{session_id:x} has expired")
+        if isinstance(args, list):
+            size = proto.request_size(op, args, self.jute_maxbuffer)
+            if size > self.jute_maxbuffer:
+                raise MarshallingError(
+                    f"{op} request of more than {size} bytes is larger than "
+                    f"jute.maxbuffer ({self.jute_maxbuffer})"
+                )
         parsed = proto.request_from_wire(op, args)
         self.sessions.touch(session_id, trio.current_time())
         tree = self.tree
@@ -201,7 +210,7 @@ class ZkServer:
             case "exists":
                 return proto.stat_to_wire(tree.exists(parsed, watcher))
             case "children":
-                return tree.get_children(parsed, watcher)
+                return self._children(parsed, watcher)
             case "multi":
                 now_ms = tree.clock()
                 self._journal(MULTI, session_id, now_ms, args)
@@ -213,6 +222,19 @@ class ZkServer:
         result, deliveries = tree.apply(session_id, parsed, now_ms)
         self._dispatch(deliveries)
         return proto.stat_to_wire(result) if op == "set" else result
+
+    def _children(self, path: str, watcher: int | None) -> list[str]:
+        """ZooKeeper's server sends a reply of any size, and its client, refusing one
+        larger than jute.maxbuffer, drops the connection and retries for ever. Here the
+        read fails instead (MarshallingError) and names the node; nothing is registered."""
+        names = self.tree.get_children(path, None)
+        size = proto.children_size(names)
+        if size > self.jute_maxbuffer:
+            raise MarshallingError(
+                f"the children of {path} take {size} bytes, more than "
+                f"jute.maxbuffer ({self.jute_maxbuffer})"
+            )
+        return names if watcher is None else self.tree.get_children(path, watcher)
 
     async def request(self, session_id: int, op: str, args: list[Any]) -> Any:
         """`handle`, answered once its transaction is durable."""
@@ -369,6 +391,7 @@ async def open_server(
     max_client_cnxns: int = DEFAULT_MAX_CLIENT_CNXNS,
     sessionless_timeout: float = DEFAULT_SESSIONLESS_TIMEOUT,
     max_outbound_bytes: int = DEFAULT_MAX_OUTBOUND_BYTES,
+    jute_maxbuffer: int = proto.JUTE_MAXBUFFER,
 ) -> AsyncIterator[ZkServer]:
     """A zkstub server. With `network`, it listens on `address` (default 127.0.0.1, a free
     port); without, it serves only `connect_local` clients. Negotiated session timeouts are
@@ -380,13 +403,17 @@ async def open_server(
     What one client may cost: `max_client_cnxns` connections per address (ZooKeeper's
     maxClientCnxns, 0 for no limit), `sessionless_timeout` seconds for a connection with
     no session to say something (zookeeper.nio.sessionlessCnxnTimeout), and
-    `max_outbound_bytes` queued for it and not taken (see `zkstub._connections`)."""
+    `max_outbound_bytes` queued for it and not taken (see `zkstub._connections`). A request
+    larger than `jute_maxbuffer` (ZooKeeper's jute.maxbuffer, 1 MiB) is refused, and so is
+    a get_children whose reply would be (MarshallingError)."""
     tree = DataTree(clock=lambda: int(clock() * 1000))
     sessions = SessionTable(
         tick_time, random.Random(seed),
         min_session_timeout=min_session_timeout, max_session_timeout=max_session_timeout,
     )  # fmt: skip
-    server = ZkServer(tree, sessions, tick_time, snapshot_every=snapshot_every)
+    server = ZkServer(
+        tree, sessions, tick_time, snapshot_every=snapshot_every, jute_maxbuffer=jute_maxbuffer
+    )
     if data_dir is not None:
         server.storage = _recover(server, data_dir)
     async with actors.open_background_nursery() as nursery:

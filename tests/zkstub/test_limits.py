@@ -12,7 +12,7 @@ import transport
 import zkstub
 from zkstub import _protocol as proto
 from zkstub._connections import GuardedConnection
-from zkstub._errors import BadArgumentsError
+from zkstub._errors import BadArgumentsError, MarshallingError
 from zkstub._sessions import SessionTable
 
 BAD_ARGUMENTS = BadArgumentsError.code
@@ -306,3 +306,49 @@ async def test_a_connection_with_a_session_outlives_the_sessionless_timeout(auto
                 await trio.sleep(3.0)
                 assert (await busy.request(proto.PING, None)).error_code == 0
             assert server.connection_guard.open_connections == {"busy": 1}
+
+
+# -- jute.maxbuffer ---------------------------------------------------------------------------
+
+
+async def test_a_multi_of_a_million_checks_is_refused_as_larger_than_jute_maxbuffer(
+    autojump_clock,
+):
+    async with sim_server() as (_, server):
+        session = server.open_session(6.0)
+        zxid = server.tree.zxid
+        checks = [["check", "/", -1]] * 1_000_000
+        with pytest.raises(MarshallingError, match=r"jute\.maxbuffer \(1048575\)"):
+            server.handle(session.session_id, "multi", checks)
+        assert server.tree.zxid == zxid
+
+
+async def test_a_14_mib_multi_and_a_2_mib_create_are_refused(autojump_clock):
+    async with sim_server() as (network, server), raw_connection(network) as connection:
+        assert (await connection.request(proto.CONNECT, [6.0, 0, b""])).error_code == 0
+        chunk = b"d" * (1024 * 1024)
+        ops = [["create", f"/n{i}", chunk, False, False] for i in range(14)]
+        response = await connection.request(proto.REQUEST, ["multi", ops])
+        assert response.error_code == MarshallingError.code
+        create = ["create", ["/big", chunk * 2, False, False]]
+        response = await connection.request(proto.REQUEST, create)
+        assert response.error_code == MarshallingError.code
+        assert server.tree.get_children("/") == ["zookeeper"]
+        # Just under the limit is fine.
+        create = ["create", ["/fits", b"d" * 1_000_000, False, False]]
+        assert (await connection.request(proto.REQUEST, create)).error_code == 0
+
+
+async def test_children_whose_names_pass_jute_maxbuffer_fail_the_read_with_its_name(
+    autojump_clock,
+):
+    async with sim_server(jute_maxbuffer=10_000) as (_, server):
+        async with server.connect_local() as zk:
+            await zk.create("/p", b"")
+            for i in range(120):  # 120 names of 93 characters, 4 bytes of length each
+                await zk.create(f"/p/{'c' * 90}{i:03d}", b"")
+            with pytest.raises(MarshallingError, match=r"children of /p take 11640 bytes"):
+                await zk.get_children("/p")
+            for i in range(20):  # children known by name can still go
+                await zk.delete(f"/p/{'c' * 90}{i:03d}")
+            assert len(await zk.get_children("/p", watch=lambda event: None)) == 100
