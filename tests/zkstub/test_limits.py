@@ -352,3 +352,15 @@ async def test_children_whose_names_pass_jute_maxbuffer_fail_the_read_with_its_n
             for i in range(20):  # children known by name can still go
                 await zk.delete(f"/p/{'c' * 90}{i:03d}")
             assert len(await zk.get_children("/p", watch=lambda event: None)) == 100
+
+
+def test_serve_takes_the_limits_as_flags_and_refuses_bad_values(capsys):
+    from zkstub._cli import parse_args
+
+    args = parse_args(["serve", "--max-client-cnxns", "0", "--jute-maxbuffer", "4096"])
+    assert (args.max_client_cnxns, args.jute_maxbuffer, args.sessionless_timeout) == (0, 4096, 10)
+    for flag, value in [("--tick-time", "nan"), ("--min-session-timeout", "-1"),
+                        ("--jute-maxbuffer", "0"), ("--max-session-timeout", "inf")]:  # fmt: skip
+        with pytest.raises(SystemExit):
+            parse_args(["serve", flag, value])
+        assert flag.lstrip("-").split("-")[0] in capsys.readouterr().err
