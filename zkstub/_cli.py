@@ -1,6 +1,8 @@
 """`python -m zkstub serve|shell ...`: run a server, or one zkCli-style command.
 
     python -m zkstub serve --port 2181 [--host 127.0.0.1] [--data-dir D] [--tick-time 2.0]
+        [--min-session-timeout S] [--max-session-timeout S] [--max-client-cnxns 60]
+        [--sessionless-timeout 10] [--jute-maxbuffer 1048575] [--max-outbound-bytes 16777216]
     python -m zkstub shell HOST:PORT[/chroot] ls|get|stat|create|set|delete PATH [DATA]
 
 The shell prints as ZooKeeper's zkCli.sh does (`stat` one field per line, `cZxid = 0x...`).
@@ -13,6 +15,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 
 import trio
 
@@ -109,13 +112,34 @@ async def shell(connect_string: str, command: str, path: str, data: str | None) 
     return 0
 
 
-async def serve(host: str, port: int, data_dir: str | None, tick_time: float) -> None:
+async def serve(
+    host: str, port: int, data_dir: str | None, tick_time: float, **limits: float | None
+) -> None:
+    """`limits`: open_server's min/max_session_timeout, max_client_cnxns,
+    sessionless_timeout, max_outbound_bytes and jute_maxbuffer."""
     async with open_server(
         network=transport.TcpNetwork(), address=(host, port), data_dir=data_dir,
         tick_time=tick_time, seed=time.time_ns(),  # distinct session ids per run
+        **limits,
     ) as server:  # fmt: skip
         print(f"zkstub serving on {server.address[0]}:{server.address[1]}", flush=True)
         await trio.sleep_forever()
+
+
+def _positive(kind: type, *, zero: bool = False):
+    """An argparse type: a finite number above 0 (or 0 too, for "no limit")."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not (value > 0 or (zero and value == 0)) or value != value or value == float("inf"):
+            bound = ">= 0" if zero else "> 0"
+            raise argparse.ArgumentTypeError(f"must be a finite number {bound}, got {text!r}")
+        return value
+
+    return parse
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -125,7 +149,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     serve_parser.add_argument("--host", default="127.0.0.1")
     serve_parser.add_argument("--port", type=int, default=2181)
     serve_parser.add_argument("--data-dir", default=None)
-    serve_parser.add_argument("--tick-time", type=float, default=2.0)
+    serve_parser.add_argument("--tick-time", type=_positive(float), default=2.0)
+    # ZooKeeper's settings of the same names; session timeouts in seconds.
+    serve_parser.add_argument("--min-session-timeout", type=_positive(float), default=None)
+    serve_parser.add_argument("--max-session-timeout", type=_positive(float), default=None)
+    serve_parser.add_argument("--max-client-cnxns", type=_positive(int, zero=True), default=60)
+    serve_parser.add_argument("--sessionless-timeout", type=_positive(float), default=10.0)
+    serve_parser.add_argument("--jute-maxbuffer", type=_positive(int), default=0xFFFFF)
+    serve_parser.add_argument("--max-outbound-bytes", type=_positive(int), default=16 * 1024 * 1024)
     shell_parser = commands.add_parser("shell", help="run one zkCli-style command")
     shell_parser.add_argument("server", help="HOST:PORT[/chroot]")
     shell_parser.add_argument("command", choices=COMMANDS)
@@ -139,7 +170,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.mode == "serve":
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         try:
-            trio.run(serve, args.host, args.port, args.data_dir, args.tick_time)
+            limits = {
+                name: getattr(args, name)
+                for name in (
+                    "min_session_timeout", "max_session_timeout", "max_client_cnxns",
+                    "sessionless_timeout", "max_outbound_bytes", "jute_maxbuffer",
+                )
+            }  # fmt: skip
+            trio.run(partial(serve, **limits), args.host, args.port, args.data_dir, args.tick_time)
         except KeyboardInterrupt:
             pass
         return 0

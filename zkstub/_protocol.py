@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from zkstub._errors import BadArgumentsError, ZkError, error_for_code
+from zkstub._paths import validate_path
 from zkstub._types import CheckOp, CreateOp, DeleteOp, EventType, SetDataOp, Stat, WatchedEvent
 
 CONNECT = 1  # [requested_timeout, session_id, password] -> [session_id, password, timeout]
@@ -59,13 +60,23 @@ def op_to_wire(op: Any) -> list[Any]:
 
 def _expect(value: Any, kinds: tuple[type, ...], what: str) -> Any:
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise BadArgumentsError(f"{what} has the wrong type: {value!r}")
+        raise BadArgumentsError(f"{what} has the wrong type: {_brief(value)}")
     return value
+
+
+def _version(value: Any) -> int:
+    """A znode version: ZooKeeper's int (32 bits); -1 matches any."""
+    if not _is_int(value) or not INT32_MIN <= value <= INT32_MAX:
+        raise BadArgumentsError(f"version must be a 32-bit int, got {_brief(value)}")
+    return value
+
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 def op_from_wire(value: Any) -> Any:
     if not isinstance(value, list) or not value:
-        raise BadArgumentsError(f"malformed op {value!r}")
+        raise BadArgumentsError(f"malformed op {_brief(value)}")
     name, args = value[0], value[1:]
     try:
         match name:
@@ -79,20 +90,125 @@ def op_from_wire(value: Any) -> Any:
                 )
             case "delete":
                 path, version = args
-                return DeleteOp(_expect(path, (str,), "path"), _expect(version, (int,), "version"))
+                return DeleteOp(_expect(path, (str,), "path"), _version(version))
             case "set":
                 path, data, version = args
                 return SetDataOp(
                     _expect(path, (str,), "path"),
                     _expect(data, (bytes, type(None)), "data"),
-                    _expect(version, (int,), "version"),
+                    _version(version),
                 )
             case "check":
                 path, version = args
-                return CheckOp(_expect(path, (str,), "path"), _expect(version, (int,), "version"))
+                return CheckOp(_expect(path, (str,), "path"), _version(version))
     except ValueError:
-        raise BadArgumentsError(f"malformed {name} op {value!r}") from None
-    raise BadArgumentsError(f"unknown op {name!r}")
+        raise BadArgumentsError(f"malformed {name} op {_brief(value)}") from None
+    raise BadArgumentsError(f"unknown op {_brief(name)}")
+
+
+@attrs.frozen
+class Connect:
+    """A decoded connect request. `watches` (a reconnect's setWatches) is
+    (relative_zxid, data paths, exist paths, child paths) or None. The timeout is checked
+    where it is negotiated (`SessionTable.negotiate`)."""
+
+    timeout: object
+    session_id: int
+    password: bytes
+    watches: tuple[int, list[str], list[str], list[str]] | None
+
+
+MAX_SESSION_ID = 2**64 - 1
+READS = ("get", "exists", "children")
+WRITES = ("create", "delete", "set", "check")
+
+
+def connect_from_wire(body: Any) -> Connect:
+    """[requested_timeout, session_id, password] or, reconnecting, with
+    [relative_zxid, data paths, exist paths, child paths] after them. Every field is checked
+    for its type and range: BadArgumentsError names the first bad one."""
+    if not (isinstance(body, list) and len(body) in (3, 4)):
+        raise BadArgumentsError(f"a connect request is 3 or 4 fields, got {_brief(body)}")
+    timeout, session_id, password = body[:3]
+    if not _is_int(session_id) or not 0 <= session_id <= MAX_SESSION_ID:
+        raise BadArgumentsError(
+            f"session id must be an unsigned 64-bit int, got {_brief(session_id)}"
+        )
+    if not isinstance(password, bytes):
+        raise BadArgumentsError(f"session password must be bytes, got {_brief(password)}")
+    watches = _watches_from_wire(body[3]) if len(body) == 4 else None
+    return Connect(timeout, session_id, password, watches)
+
+
+def _watches_from_wire(value: Any) -> tuple[int, list[str], list[str], list[str]]:
+    if not (isinstance(value, list) and len(value) == 4):
+        raise BadArgumentsError(f"watches must be [zxid, data, exist, child], got {_brief(value)}")
+    relative_zxid, *lists = value
+    if not _is_int(relative_zxid):
+        raise BadArgumentsError(f"watches' zxid must be an int, got {_brief(relative_zxid)}")
+    for paths in lists:
+        if not isinstance(paths, list):
+            raise BadArgumentsError(f"watched paths must be a list, got {_brief(paths)}")
+        for path in paths:
+            validate_path(path)
+    data, exist, child = lists
+    return relative_zxid, data, exist, child
+
+
+def request_from_wire(op: Any, args: Any) -> Any:
+    """A request's op name and arguments, checked: the arguments of a read (path, watch),
+    the op of a write, the ops of a multi. Returns the parsed form `ZkServer.handle` uses
+    (the path for a read, the op for a write, the list of ops for a multi)."""
+    if not isinstance(args, list):
+        raise BadArgumentsError(f"a request's arguments are a list, got {_brief(args)}")
+    if op in READS:
+        if len(args) != 2:
+            raise BadArgumentsError(f"{op} takes [path, watch], got {_brief(args)}")
+        path, watch = args
+        validate_path(path)
+        _expect(watch, (bool,), "watch")
+        return path
+    if op in WRITES:
+        return op_from_wire([op, *args])
+    if op == "multi":
+        return [op_from_wire(o) for o in args]
+    raise BadArgumentsError(f"unknown request {_brief(op)}")
+
+
+JUTE_MAXBUFFER = 0xFFFFF  # ZooKeeper's default jute.maxbuffer: 1 MiB - 1
+_OP_OVERHEAD = 16  # an op's fixed fields on ZooKeeper's wire (header, lengths, version)
+
+
+def request_size(op: Any, args: Any, limit: int) -> int:
+    """About what the request takes on ZooKeeper's wire (paths, data and each op's fixed
+    fields), counted only until it passes `limit`: a multi of a million ops is refused
+    after the first ones that pass it, not after a million."""
+    ops = args if op == "multi" and isinstance(args, list) else [[op, *args]]
+    size = 0
+    for one in ops:
+        size += _OP_OVERHEAD
+        if isinstance(one, list):
+            for field in one[1:3]:
+                if isinstance(field, str | bytes):
+                    size += len(field)
+        if size > limit:
+            break
+    return size
+
+
+def children_size(names: list[str]) -> int:
+    """A get_children reply's size on ZooKeeper's wire: each name and its length."""
+    return sum(4 + len(name.encode()) for name in names)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _brief(value: Any, limit: int = 80) -> str:
+    """`repr(value)`, cut short: an error message names bad input, not megabytes of it."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({type(value).__name__})"
 
 
 def multi_result_to_wire(result: Any) -> list[Any]:

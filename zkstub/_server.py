@@ -19,7 +19,14 @@ import trio
 import actors
 import transport
 from zkstub import _protocol as proto
-from zkstub._errors import BadArgumentsError, SessionExpiredError, ZkError
+from zkstub._connections import (
+    DEFAULT_MAX_CLIENT_CNXNS,
+    DEFAULT_MAX_OUTBOUND_BYTES,
+    DEFAULT_SESSIONLESS_TIMEOUT,
+    ConnectionGuard,
+    GuardedConnection,
+)
+from zkstub._errors import BadArgumentsError, MarshallingError, SessionExpiredError, ZkError
 from zkstub._sessions import Session, SessionTable
 from zkstub._snapshot import CLOSE, MULTI, SESSION, WRITE, replay, restore_snapshot, take_snapshot
 from zkstub._storage import Storage
@@ -51,6 +58,9 @@ class ZkServer:
     # were lost with the old process, so the client's setWatches is needed (a session that
     # lived on in memory kept its watches, and its held events, here).
     _watchless: set[int] = attrs.field(factory=set)
+    connection_guard: ConnectionGuard | None = None  # with a network: the limits per client
+    # ZooKeeper's jute.maxbuffer: the largest request, and the largest get_children reply.
+    jute_maxbuffer: int = proto.JUTE_MAXBUFFER
 
     # -- durability -----------------------------------------------------------------------
 
@@ -97,7 +107,7 @@ class ZkServer:
 
     # -- sessions -------------------------------------------------------------------------
 
-    def open_session(self, timeout: float, session_id: int = 0, password: bytes = b"") -> Session:
+    def open_session(self, timeout: object, session_id: int = 0, password: bytes = b"") -> Session:
         now = trio.current_time()
         if session_id:
             return self.sessions.revalidate(session_id, password, now)
@@ -178,35 +188,53 @@ class ZkServer:
     # -- requests -------------------------------------------------------------------------
 
     def handle(self, session_id: int, op: str, args: list[Any]) -> Any:
-        """One request of a live session; raises its ZkError."""
+        """One request of a live session; raises its ZkError (BadArgumentsError for a
+        request that is not well-formed, before anything is applied)."""
         if session_id not in self.sessions.sessions:
             raise SessionExpiredError(f"session 0x{session_id:x} has expired")
+        if isinstance(args, list):
+            size = proto.request_size(op, args, self.jute_maxbuffer)
+            if size > self.jute_maxbuffer:
+                raise MarshallingError(
+                    f"{op} request of more than {size} bytes is larger than "
+                    f"jute.maxbuffer ({self.jute_maxbuffer})"
+                )
+        parsed = proto.request_from_wire(op, args)
         self.sessions.touch(session_id, trio.current_time())
         tree = self.tree
-        watcher = session_id if op in ("get", "exists", "children") and args[1] else None
+        watcher = session_id if op in proto.READS and args[1] else None
         match op:
             case "get":
-                data, stat = tree.get(args[0], watcher)
+                data, stat = tree.get(parsed, watcher)
                 return [data, proto.stat_to_wire(stat)]
             case "exists":
-                return proto.stat_to_wire(tree.exists(args[0], watcher))
+                return proto.stat_to_wire(tree.exists(parsed, watcher))
             case "children":
-                return tree.get_children(args[0], watcher)
-            case "create" | "delete" | "set" | "check":
-                parsed = proto.op_from_wire([op, *args])
-                now_ms = tree.clock()
-                self._journal(WRITE, session_id, now_ms, [op, *args])
-                result, deliveries = tree.apply(session_id, parsed, now_ms)
-                self._dispatch(deliveries)
-                return proto.stat_to_wire(result) if op == "set" else result
+                return self._children(parsed, watcher)
             case "multi":
-                ops = [proto.op_from_wire(o) for o in args]
                 now_ms = tree.clock()
                 self._journal(MULTI, session_id, now_ms, args)
-                results, deliveries = tree.multi(session_id, ops, now_ms)
+                results, deliveries = tree.multi(session_id, parsed, now_ms)
                 self._dispatch(deliveries)
                 return [proto.multi_result_to_wire(r) for r in results]
-        raise BadArgumentsError(f"unknown request {op!r}")
+        now_ms = tree.clock()
+        self._journal(WRITE, session_id, now_ms, [op, *args])
+        result, deliveries = tree.apply(session_id, parsed, now_ms)
+        self._dispatch(deliveries)
+        return proto.stat_to_wire(result) if op == "set" else result
+
+    def _children(self, path: str, watcher: int | None) -> list[str]:
+        """ZooKeeper's server sends a reply of any size, and its client, refusing one
+        larger than jute.maxbuffer, drops the connection and retries for ever. Here the
+        read fails instead (MarshallingError) and names the node; nothing is registered."""
+        names = self.tree.get_children(path, None)
+        size = proto.children_size(names)
+        if size > self.jute_maxbuffer:
+            raise MarshallingError(
+                f"the children of {path} take {size} bytes, more than "
+                f"jute.maxbuffer ({self.jute_maxbuffer})"
+            )
+        return names if watcher is None else self.tree.get_children(path, watcher)
 
     async def request(self, session_id: int, op: str, args: list[Any]) -> Any:
         """`handle`, answered once its transaction is durable."""
@@ -240,29 +268,45 @@ class ZkServer:
             },
             name="zkstub",
             ordered=True,
+            on_connect=self._on_connect,
             on_disconnect=self._on_disconnect,
         )
 
+    def _on_connect(self, connection: transport.ServerConnection) -> None:
+        guarded = connection.connection
+        if isinstance(guarded, GuardedConnection):
+            guarded.server_connection = connection
+            connection.context["abort"] = guarded.abort
+
+    @staticmethod
+    def _has_session(guarded: GuardedConnection) -> bool:
+        connection = guarded.server_connection
+        return connection is not None and "session_id" in connection.context
+
     async def _rpc_connect(self, request: transport.Request) -> Any:
-        body = request.body
-        if not (isinstance(body, list) and len(body) in (3, 4)):
-            raise transport.RpcError(BadArgumentsError.code, "connect takes 3 or 4 fields")
-        timeout, session_id, password = body[:3]
         try:
-            session = self.open_session(float(timeout), int(session_id), bytes(password))
-            watches = _decode_watches(body[3]) if len(body) == 4 else None
-        except (TypeError, ValueError):
-            raise transport.RpcError(BadArgumentsError.code, "malformed connect") from None
+            connect = proto.connect_from_wire(request.body)
+            session = self.open_session(connect.timeout, connect.session_id, connect.password)
         except ZkError as error:
+            if isinstance(error, BadArgumentsError):
+                logger.warning("Refused a connect from %s: %s", request.connection.peer_name, error)
             raise transport.RpcError(error.code, str(error)) from None
+        watches = connect.watches
         connection = request.connection
         connection.context["session_id"] = session.session_id
         self.attach_connection(session.session_id, connection)
 
         def deliver(event: WatchedEvent | None) -> None:
             if event is None:
+                # Closed at once, as ZooKeeper does: a client that is not reading would
+                # hold a close-after-flush open forever. One that is reading may get the
+                # notice first; otherwise its reconnect is answered SessionExpired.
                 connection.push([proto.EXPIRED_PUSH])
-                connection.close()
+                abort = connection.context.get("abort")
+                if abort is None:
+                    connection.close()
+                else:
+                    abort(f"session 0x{session.session_id:x} expired", logging.INFO)
             else:
                 connection.push(proto.event_to_wire(event))
 
@@ -292,7 +336,7 @@ class ZkServer:
     async def _rpc_request(self, request: transport.Request) -> Any:
         session_id = self._session_of(request)
         body = request.body
-        if not (isinstance(body, list) and len(body) == 2 and isinstance(body[1], list)):
+        if not (isinstance(body, list) and len(body) == 2):
             raise transport.RpcError(BadArgumentsError.code, "a request is [op, args]")
         try:
             # The zxid the reply reflects, which a reconnecting client hands back
@@ -301,9 +345,6 @@ class ZkServer:
             return [self.tree.zxid, result]
         except ZkError as error:
             raise transport.RpcError(error.code, str(error)) from None
-        except (IndexError, TypeError) as error:
-            message = f"malformed request: {error}"
-            raise transport.RpcError(BadArgumentsError.code, message) from None
 
     async def _rpc_ping(self, request: transport.Request) -> Any:
         try:
@@ -345,24 +386,49 @@ async def open_server(
     *,
     seed: int = 0,
     snapshot_every: int = 10_000,
+    min_session_timeout: float | None = None,
+    max_session_timeout: float | None = None,
+    max_client_cnxns: int = DEFAULT_MAX_CLIENT_CNXNS,
+    sessionless_timeout: float = DEFAULT_SESSIONLESS_TIMEOUT,
+    max_outbound_bytes: int = DEFAULT_MAX_OUTBOUND_BYTES,
+    jute_maxbuffer: int = proto.JUTE_MAXBUFFER,
 ) -> AsyncIterator[ZkServer]:
     """A zkstub server. With `network`, it listens on `address` (default 127.0.0.1, a free
-    port); without, it serves only `connect_local` clients. `tick_time` (seconds) bounds the
-    negotiated session timeouts to [2, 20] ticks; `clock` stamps ctime/mtime; `seed` seeds
+    port); without, it serves only `connect_local` clients. Negotiated session timeouts are
+    clamped to [`min_session_timeout`, `max_session_timeout`] (ZooKeeper's settings, in
+    seconds; by default 2 and 20 times `tick_time`); `clock` stamps ctime/mtime; `seed` seeds
     session ids and passwords. With `data_dir`, every write is logged and fsynced before it
     is answered, a snapshot is taken every `snapshot_every` records, and a restart recovers
-    the tree and the sessions (which expire unless their clients come back in time)."""
+    the tree and the sessions (which expire unless their clients come back in time).
+    What one client may cost: `max_client_cnxns` connections per address (ZooKeeper's
+    maxClientCnxns, 0 for no limit), `sessionless_timeout` seconds for a connection with
+    no session to say something (zookeeper.nio.sessionlessCnxnTimeout), and
+    `max_outbound_bytes` queued for it and not taken (see `zkstub._connections`). A request
+    larger than `jute_maxbuffer` (ZooKeeper's jute.maxbuffer, 1 MiB) is refused, and so is
+    a get_children whose reply would be (MarshallingError)."""
     tree = DataTree(clock=lambda: int(clock() * 1000))
-    server = ZkServer(tree, SessionTable(tick_time, random.Random(seed)), tick_time,
-                      snapshot_every=snapshot_every)  # fmt: skip
+    sessions = SessionTable(
+        tick_time, random.Random(seed),
+        min_session_timeout=min_session_timeout, max_session_timeout=max_session_timeout,
+    )  # fmt: skip
+    server = ZkServer(
+        tree, sessions, tick_time, snapshot_every=snapshot_every, jute_maxbuffer=jute_maxbuffer
+    )
     if data_dir is not None:
         server.storage = _recover(server, data_dir)
     async with actors.open_background_nursery() as nursery:
         await nursery.start(server.run_expiry)
         if network is not None:
-            listener = await nursery.start(
-                network.serve, address or ("127.0.0.1", 0), server.rpc_server().handle_connection
+            guard = ConnectionGuard(
+                server.rpc_server().handle_connection,  # type: ignore[arg-type]
+                max_client_cnxns=max_client_cnxns,
+                sessionless_timeout=sessionless_timeout,
+                max_outbound_bytes=max_outbound_bytes,
+                linger=tick_time,
+                has_session=server._has_session,
             )
+            server.connection_guard = guard
+            listener = await nursery.start(network.serve, address or ("127.0.0.1", 0), guard.handle)
             server.address = listener.address
         try:
             yield server
@@ -370,17 +436,6 @@ async def open_server(
             nursery.cancel_scope.cancel()
             if server.storage is not None:
                 server.storage.close()
-
-
-def _decode_watches(value: Any) -> tuple[int, list[str], list[str], list[str]]:
-    """[relative_zxid, data paths, exist paths, child paths], from a reconnecting client."""
-    relative_zxid, data, exist, child = value
-    lists = (data, exist, child)
-    if not isinstance(relative_zxid, int) or not all(
-        isinstance(paths, list) and all(isinstance(p, str) for p in paths) for paths in lists
-    ):
-        raise ValueError(f"malformed watches {value!r}")
-    return relative_zxid, data, exist, child
 
 
 def _recover(server: ZkServer, data_dir: Any) -> Storage:

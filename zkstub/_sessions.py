@@ -3,11 +3,12 @@ server passes `now` in (Trio's clock) and asks which sessions are due."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import attrs
 
-from zkstub._errors import SessionExpiredError
+from zkstub._errors import BadArgumentsError, SessionExpiredError
 
 
 @attrs.define
@@ -18,24 +19,62 @@ class Session:
     deadline: float
 
 
+def _positive_or_none(_: object, attribute: attrs.Attribute, value: float | None) -> None:
+    if value is not None and not (_is_number(value) and 0 < value < math.inf):
+        raise ValueError(f"{attribute.name} must be a positive number of seconds, got {value!r}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 @attrs.define
 class SessionTable:
+    """`min_session_timeout` / `max_session_timeout` are ZooKeeper's minSessionTimeout /
+    maxSessionTimeout (seconds here); None means ZooKeeper's default of 2 / 20 ticks."""
+
     tick_time: float
     rng: random.Random
     server_id: int = 1
     sessions: dict[int, Session] = attrs.field(factory=dict)
+    min_session_timeout: float | None = attrs.field(default=None, validator=_positive_or_none)
+    max_session_timeout: float | None = attrs.field(default=None, validator=_positive_or_none)
     _next_id: int = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
+        if not (_is_number(self.tick_time) and 0 < self.tick_time < math.inf):
+            raise ValueError(
+                f"tick_time must be a positive number of seconds, got {self.tick_time!r}"
+            )
+        if self.min_timeout > self.max_timeout:
+            raise ValueError(
+                f"min_session_timeout ({self.min_timeout}) is above "
+                f"max_session_timeout ({self.max_timeout})"
+            )
         # ZooKeeper's initial session id: server id in the top byte, time-derived below; here
         # the time part comes from the injected rng so a seed gives the same ids.
         self._next_id = (self.server_id << 56) | (self.rng.getrandbits(40) << 8)
 
-    def negotiate(self, requested: float) -> float:
-        """ZooKeeper clamps a requested timeout to [2, 20] ticks."""
-        return min(max(requested, 2 * self.tick_time), 20 * self.tick_time)
+    @property
+    def min_timeout(self) -> float:
+        return 2 * self.tick_time if self.min_session_timeout is None else self.min_session_timeout
 
-    def create(self, requested_timeout: float, now: float) -> Session:
+    @property
+    def max_timeout(self) -> float:
+        return 20 * self.tick_time if self.max_session_timeout is None else self.max_session_timeout
+
+    def negotiate(self, requested: object) -> float:
+        """ZooKeeper's processConnectRequest: the requested timeout clamped to
+        [minSessionTimeout, maxSessionTimeout], so zero and negative ones get the minimum.
+        On ZooKeeper's wire it is an int of milliseconds, which cannot be anything but a
+        number: here a non-number, NaN or an infinity is refused (BadArgumentsError)."""
+        if not _is_number(requested) or not math.isfinite(requested):  # type: ignore[arg-type]
+            raise BadArgumentsError(
+                f"session timeout must be a finite number of seconds, got {requested!r}"
+            )
+        return min(max(float(requested), self.min_timeout), self.max_timeout)  # type: ignore[arg-type]
+
+    def create(self, requested_timeout: object, now: float) -> Session:
         self._next_id += 1
         timeout = self.negotiate(requested_timeout)
         session = Session(self._next_id, self.rng.randbytes(16), timeout, now + timeout)
@@ -54,6 +93,11 @@ class SessionTable:
         """A session recovered from the data directory: it lives one more timeout from
         `now`, so a client that reconnects in time keeps it (and its ephemerals)."""
         self._next_id = max(self._next_id, session_id)
+        # Negotiated again: a log written before timeouts were validated may hold NaN or
+        # an infinity, and a session with either would never expire.
+        if not _is_number(timeout) or not math.isfinite(timeout):
+            timeout = self.max_timeout
+        timeout = self.negotiate(timeout)
         session = Session(session_id, password, timeout, now + timeout)
         self.sessions[session_id] = session
         return session
