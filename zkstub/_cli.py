@@ -1,6 +1,7 @@
 """`python -m zkstub serve|shell ...`: run a server, or one zkCli-style command.
 
     python -m zkstub serve --port 2181 [--host 127.0.0.1] [--data-dir D] [--tick-time 2.0]
+                           [--truncate-corrupt-log]
     python -m zkstub shell HOST:PORT[/chroot] ls|get|stat|create|set|delete PATH [DATA]
 
 The shell prints as ZooKeeper's zkCli.sh does (`stat` one field per line, `cZxid = 0x...`).
@@ -28,6 +29,7 @@ from zkstub._errors import (
     ZkError,
 )
 from zkstub._server import open_server
+from zkstub._storage import CorruptDataError
 from zkstub._types import Stat
 
 COMMANDS = ("ls", "get", "stat", "create", "set", "delete")
@@ -109,10 +111,14 @@ async def shell(connect_string: str, command: str, path: str, data: str | None) 
     return 0
 
 
-async def serve(host: str, port: int, data_dir: str | None, tick_time: float) -> None:
+async def serve(
+    host: str, port: int, data_dir: str | None, tick_time: float,
+    truncate_corrupt_log: bool = False,
+) -> None:  # fmt: skip
     async with open_server(
         network=transport.TcpNetwork(), address=(host, port), data_dir=data_dir,
         tick_time=tick_time, seed=time.time_ns(),  # distinct session ids per run
+        truncate_corrupt_log=truncate_corrupt_log,
     ) as server:  # fmt: skip
         print(f"zkstub serving on {server.address[0]}:{server.address[1]}", flush=True)
         await trio.sleep_forever()
@@ -126,6 +132,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     serve_parser.add_argument("--port", type=int, default=2181)
     serve_parser.add_argument("--data-dir", default=None)
     serve_parser.add_argument("--tick-time", type=float, default=2.0)
+    serve_parser.add_argument(
+        "--truncate-corrupt-log", action="store_true",
+        help="start even if a transaction log is corrupt, dropping it from the damage on "
+        "(acknowledged writes after the damage are lost)",
+    )  # fmt: skip
     shell_parser = commands.add_parser("shell", help="run one zkCli-style command")
     shell_parser.add_argument("server", help="HOST:PORT[/chroot]")
     shell_parser.add_argument("command", choices=COMMANDS)
@@ -139,8 +150,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.mode == "serve":
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         try:
-            trio.run(serve, args.host, args.port, args.data_dir, args.tick_time)
+            trio.run(serve, args.host, args.port, args.data_dir, args.tick_time,
+                     args.truncate_corrupt_log)  # fmt: skip
         except KeyboardInterrupt:
             pass
+        except CorruptDataError as error:
+            print(f"zkstub: {error}", file=sys.stderr)
+            return 1
         return 0
     return trio.run(shell, args.server, args.command, args.path, args.data)

@@ -345,18 +345,23 @@ async def open_server(
     *,
     seed: int = 0,
     snapshot_every: int = 10_000,
+    snap_retain_count: int = 3,
+    truncate_corrupt_log: bool = False,
 ) -> AsyncIterator[ZkServer]:
     """A zkstub server. With `network`, it listens on `address` (default 127.0.0.1, a free
     port); without, it serves only `connect_local` clients. `tick_time` (seconds) bounds the
     negotiated session timeouts to [2, 20] ticks; `clock` stamps ctime/mtime; `seed` seeds
     session ids and passwords. With `data_dir`, every write is logged and fsynced before it
     is answered, a snapshot is taken every `snapshot_every` records, and a restart recovers
-    the tree and the sessions (which expire unless their clients come back in time)."""
+    the tree and the sessions (which expire unless their clients come back in time). The
+    newest `snap_retain_count` snapshots are kept with their logs; a damaged log is refused
+    (`CorruptDataError`) unless `truncate_corrupt_log` (see `_storage`)."""
     tree = DataTree(clock=lambda: int(clock() * 1000))
     server = ZkServer(tree, SessionTable(tick_time, random.Random(seed)), tick_time,
                       snapshot_every=snapshot_every)  # fmt: skip
     if data_dir is not None:
-        server.storage = _recover(server, data_dir)
+        server.storage = _recover(server, data_dir, truncate_corrupt_log=truncate_corrupt_log,
+                                  snap_retain_count=snap_retain_count)  # fmt: skip
     async with actors.open_background_nursery() as nursery:
         await nursery.start(server.run_expiry)
         if network is not None:
@@ -383,11 +388,11 @@ def _decode_watches(value: Any) -> tuple[int, list[str], list[str], list[str]]:
     return relative_zxid, data, exist, child
 
 
-def _recover(server: ZkServer, data_dir: Any) -> Storage:
+def _recover(server: ZkServer, data_dir: Any, **storage_options: Any) -> Storage:
     """Rebuilds the tree and the live sessions from the data directory. A recovered session
     gets one full timeout from now: if no client reconnects to it, it expires and its
     ephemerals go."""
-    storage, recovered = Storage.open(data_dir)
+    storage, recovered = Storage.open(data_dir, **storage_options)
     live: dict[int, tuple[float, bytes]] = {}
     if recovered.snapshot is not None:
         live = restore_snapshot(recovered.snapshot, server.tree)
