@@ -3,6 +3,7 @@
     python -m zkstub serve --port 2181 [--host 127.0.0.1] [--data-dir D] [--tick-time 2.0]
         [--min-session-timeout S] [--max-session-timeout S] [--max-client-cnxns 60]
         [--sessionless-timeout 10] [--jute-maxbuffer 1048575] [--max-outbound-bytes 16777216]
+        [--truncate-corrupt-log]
     python -m zkstub shell HOST:PORT[/chroot] ls|get|stat|create|set|delete PATH [DATA]
 
 The shell prints as ZooKeeper's zkCli.sh does (`stat` one field per line, `cZxid = 0x...`).
@@ -31,6 +32,7 @@ from zkstub._errors import (
     ZkError,
 )
 from zkstub._server import open_server
+from zkstub._storage import CorruptDataError
 from zkstub._types import Stat
 
 COMMANDS = ("ls", "get", "stat", "create", "set", "delete")
@@ -113,14 +115,15 @@ async def shell(connect_string: str, command: str, path: str, data: str | None) 
 
 
 async def serve(
-    host: str, port: int, data_dir: str | None, tick_time: float, **limits: float | None
-) -> None:
+    host: str, port: int, data_dir: str | None, tick_time: float,
+    truncate_corrupt_log: bool = False, **limits: float | None,
+) -> None:  # fmt: skip
     """`limits`: open_server's min/max_session_timeout, max_client_cnxns,
     sessionless_timeout, max_outbound_bytes and jute_maxbuffer."""
     async with open_server(
         network=transport.TcpNetwork(), address=(host, port), data_dir=data_dir,
         tick_time=tick_time, seed=time.time_ns(),  # distinct session ids per run
-        **limits,
+        truncate_corrupt_log=truncate_corrupt_log, **limits,
     ) as server:  # fmt: skip
         print(f"zkstub serving on {server.address[0]}:{server.address[1]}", flush=True)
         await trio.sleep_forever()
@@ -157,6 +160,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     serve_parser.add_argument("--sessionless-timeout", type=_positive(float), default=10.0)
     serve_parser.add_argument("--jute-maxbuffer", type=_positive(int), default=0xFFFFF)
     serve_parser.add_argument("--max-outbound-bytes", type=_positive(int), default=16 * 1024 * 1024)
+    serve_parser.add_argument(
+        "--truncate-corrupt-log", action="store_true",
+        help="start even if a transaction log is corrupt, dropping it from the damage on "
+        "(acknowledged writes after the damage are lost)",
+    )  # fmt: skip
     shell_parser = commands.add_parser("shell", help="run one zkCli-style command")
     shell_parser.add_argument("server", help="HOST:PORT[/chroot]")
     shell_parser.add_argument("command", choices=COMMANDS)
@@ -177,8 +185,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "sessionless_timeout", "max_outbound_bytes", "jute_maxbuffer",
                 )
             }  # fmt: skip
-            trio.run(partial(serve, **limits), args.host, args.port, args.data_dir, args.tick_time)
+            trio.run(
+                partial(serve, truncate_corrupt_log=args.truncate_corrupt_log, **limits),
+                args.host, args.port, args.data_dir, args.tick_time,
+            )  # fmt: skip
         except KeyboardInterrupt:
             pass
+        except CorruptDataError as error:
+            print(f"zkstub: {error}", file=sys.stderr)
+            return 1
         return 0
     return trio.run(shell, args.server, args.command, args.path, args.data)

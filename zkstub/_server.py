@@ -392,6 +392,8 @@ async def open_server(
     sessionless_timeout: float = DEFAULT_SESSIONLESS_TIMEOUT,
     max_outbound_bytes: int = DEFAULT_MAX_OUTBOUND_BYTES,
     jute_maxbuffer: int = proto.JUTE_MAXBUFFER,
+    snap_retain_count: int = 3,
+    truncate_corrupt_log: bool = False,
 ) -> AsyncIterator[ZkServer]:
     """A zkstub server. With `network`, it listens on `address` (default 127.0.0.1, a free
     port); without, it serves only `connect_local` clients. Negotiated session timeouts are
@@ -405,7 +407,9 @@ async def open_server(
     no session to say something (zookeeper.nio.sessionlessCnxnTimeout), and
     `max_outbound_bytes` queued for it and not taken (see `zkstub._connections`). A request
     larger than `jute_maxbuffer` (ZooKeeper's jute.maxbuffer, 1 MiB) is refused, and so is
-    a get_children whose reply would be (MarshallingError)."""
+    a get_children whose reply would be (MarshallingError). The newest `snap_retain_count`
+    snapshots are kept with their logs; a damaged log is refused (`CorruptDataError`)
+    unless `truncate_corrupt_log` (see `_storage`)."""
     tree = DataTree(clock=lambda: int(clock() * 1000))
     sessions = SessionTable(
         tick_time, random.Random(seed),
@@ -415,7 +419,8 @@ async def open_server(
         tree, sessions, tick_time, snapshot_every=snapshot_every, jute_maxbuffer=jute_maxbuffer
     )
     if data_dir is not None:
-        server.storage = _recover(server, data_dir)
+        server.storage = _recover(server, data_dir, truncate_corrupt_log=truncate_corrupt_log,
+                                  snap_retain_count=snap_retain_count)  # fmt: skip
     async with actors.open_background_nursery() as nursery:
         await nursery.start(server.run_expiry)
         if network is not None:
@@ -438,11 +443,11 @@ async def open_server(
                 server.storage.close()
 
 
-def _recover(server: ZkServer, data_dir: Any) -> Storage:
+def _recover(server: ZkServer, data_dir: Any, **storage_options: Any) -> Storage:
     """Rebuilds the tree and the live sessions from the data directory. A recovered session
     gets one full timeout from now: if no client reconnects to it, it expires and its
     ephemerals go."""
-    storage, recovered = Storage.open(data_dir)
+    storage, recovered = Storage.open(data_dir, **storage_options)
     live: dict[int, tuple[float, bytes]] = {}
     if recovered.snapshot is not None:
         live = restore_snapshot(recovered.snapshot, server.tree)

@@ -35,6 +35,17 @@ def take_snapshot(tree: DataTree, sessions: dict[int, tuple[float, bytes]]) -> d
     return {"zxid": tree.zxid, "nodes": nodes, "sessions": live}
 
 
+def is_snapshot_of(content: Any, zxid: int) -> bool:
+    """Whether decoded snapshot content has the shape `take_snapshot` gives, as of `zxid`
+    (the zxid its file is named after)."""
+    return (
+        isinstance(content, dict)
+        and content.get("zxid") == zxid
+        and isinstance(content.get("nodes"), list)
+        and isinstance(content.get("sessions"), list)
+    )
+
+
 def restore_snapshot(snapshot: dict[str, Any], tree: DataTree) -> dict[int, tuple[float, bytes]]:
     """Loads the snapshot into an empty tree; returns its live sessions."""
     tree.nodes.clear()

@@ -112,17 +112,35 @@ async def test_ephemerals_of_a_dead_session_go_one_timeout_after_recovery(autoju
             assert trio.current_time() - start >= 5.0
 
 
-def test_storage_keeps_only_files_after_the_newest_snapshot(tmp_path):
+def write(zxid):
+    return ["write", zxid, 0, 0, ["create", f"/n{zxid}", b"", False, False]]
+
+
+def test_storage_keeps_snap_retain_count_snapshots_and_the_logs_they_need(tmp_path):
     storage, recovered = Storage.open(tmp_path)
     assert recovered.snapshot is None and recovered.records == []
-    storage.append(["write", 1, 0, 0, ["create", "/x", b"", False, False]])
-    storage.write_snapshot(1, {"zxid": 1, "nodes": [], "sessions": []})
-    storage.append(["write", 2, 0, 0, ["create", "/y", b"", False, False]])
+    for zxid in range(1, 6):
+        storage.append(write(zxid))
+        storage.write_snapshot(zxid, {"zxid": zxid, "nodes": [], "sessions": []})
+    storage.append(write(6))
     storage.close()
+    assert sorted(p.name for p in tmp_path.glob("snapshot.*")) == [
+        f"snapshot.{zxid:016x}" for zxid in (3, 4, 5)
+    ]
+    # the oldest retained snapshot (zxid 3) needs the records from zxid 4 on
+    assert sorted(p.name for p in tmp_path.glob("log.*")) == [
+        f"log.{zxid:016x}" for zxid in (4, 5, 6)
+    ]
     _, recovered = Storage.open(tmp_path)
-    assert recovered.snapshot["zxid"] == 1
-    assert [r[1] for r in recovered.records] == [2]
-    assert sorted(p.name for p in tmp_path.glob("snapshot.*")) == ["snapshot.0000000000000001"]
+    assert recovered.snapshot["zxid"] == 5
+    assert [r[1] for r in recovered.records] == [6]
+
+
+def test_snap_retain_count_below_three_is_raised_to_three(tmp_path, caplog):
+    storage, _ = Storage.open(tmp_path, snap_retain_count=1)
+    assert storage.snap_retain_count == 3
+    assert "Invalid autopurge.snapRetainCount: 1. Defaulting to 3" in caplog.text
+    storage.close()
 
 
 async def test_session_ids_are_not_reused_after_restart(autojump_clock, tmp_path):
