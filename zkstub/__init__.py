@@ -29,6 +29,7 @@ from zkstub._errors import (
     error_for_code,
 )
 from zkstub._server import ZkServer, open_server
+from zkstub._storage import CorruptDataError
 from zkstub._types import (
     CheckOp,
     ClientState,
@@ -50,6 +51,7 @@ __all__ = [
     "ClientState",
     "ClosedError",
     "ConnectionLossError",
+    "CorruptDataError",
     "CreateOp",
     "DataInconsistencyError",
     "DeleteOp",

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 import zkstub
-from zkstub._storage import CorruptDataError
+from zkstub import CorruptDataError
 from zkstub._wal import HEADER_BYTES, encode_record, is_torn_tail, iter_records
 
 REPO_ROOT = Path(zkstub.__file__).resolve().parent.parent
