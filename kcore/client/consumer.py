@@ -49,6 +49,7 @@ from kcore.protocol.data import (
     ListOffsetsRequest,
     ListOffsetsResponse,
 )
+from kcore.protocol.sizing import fetch_records_limit
 
 __all__ = ["Consumer", "ConsumerRecord"]
 
@@ -123,8 +124,12 @@ class Consumer:
     a demo usually wants what was produced before it started; "latest"; or "none"),
     `request_timeout_ms`,
     `retry_backoff_ms`, `default_api_timeout_ms` (how long `position`, `end_offsets` and
-    `beginning_offsets` retry). `group_id` is refused until consumer groups exist (a
-    consumer that seemed to join a group but committed nothing would lose its place).
+    `beginning_offsets` retry). A fetch asks for at most `fetch_max_bytes` of records but
+    never more than a response frame can carry (`transport.DEFAULT_MAX_FRAME_BYTES`, 16 MiB,
+    less the response's envelope): Kafka's clients read responses of any size, kcore's
+    transport bounds them, so the default 50 MiB is capped there. `group_id` is refused
+    until consumer groups exist (a consumer that seemed to join a group but committed nothing
+    would lose its place).
     """
 
     def __init__(
@@ -528,12 +533,17 @@ class Consumer:
         assert self._metadata is not None and self._connections is not None
         address = self._metadata.cluster.address_of(leader)
         assert address is not None
+        # The response must fit this client's frame limit (the transport's default): ask
+        # for no more records than that leaves room for.
+        frame_room = fetch_records_limit(
+            transport.DEFAULT_MAX_FRAME_BYTES, (p.topic for p in partitions)
+        )
         request = FetchRequest(
             CONSUMER_REPLICA_ID,
             -1,
             max_wait_ms,
             self.fetch_min_bytes,
-            self.fetch_max_bytes,
+            min(self.fetch_max_bytes, frame_room),
             tuple(partitions),
         )
         try:
