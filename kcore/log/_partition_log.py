@@ -129,8 +129,10 @@ class _Log:
 
     def _append_batch(self, header: BatchHeader, batch: bytes, now_ms: int | None) -> None:
         active = self._segments[-1]
+        if active.created_ms is None:
+            active.created_ms = now_ms
         if self._should_roll(active, header, now_ms):
-            active = self._roll(header.base_offset)
+            active = self._roll(header.base_offset, now_ms)
         active.append(header, batch)
 
     def _should_roll(self, active: Segment, header: BatchHeader, now_ms: int | None) -> bool:
@@ -138,22 +140,20 @@ class _Log:
             return False
         if active.size + header.size > self.segment_bytes or not active.can_hold(header):
             return True
-        return (
-            self.segment_ms is not None
-            and now_ms is not None
-            and active.rolling_timestamp is not None
-            and now_ms - active.rolling_timestamp > self.segment_ms
-        )
+        waited = _time_waited_for_roll(active, header, now_ms)
+        return self.segment_ms is not None and waited is not None and waited > self.segment_ms
 
-    def roll(self) -> None:
+    def roll(self, now_ms: int | None = None) -> None:
         """Starts a new active segment at the log end offset (unless the active one is empty)."""
         if self._segments[-1].size:
-            self._roll(self.log_end_offset)
+            self._roll(self.log_end_offset, now_ms)
 
-    def _roll(self, base_offset: int) -> Segment:
-        # The previous segment is complete: make it durable before starting the next.
+    def _roll(self, base_offset: int, now_ms: int | None) -> Segment:
+        # The previous segment is complete: make it durable before starting the next. An
+        # OSError opening the new segment's files (EMFILE) leaves the log as it was.
         self._segments[-1].flush()
         segment = self._new_segment(base_offset)
+        segment.created_ms = now_ms
         self._segments.append(segment)
         return segment
 
@@ -308,6 +308,20 @@ class _Log:
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
         self._rebuild_producer_state()
+
+
+def _time_waited_for_roll(active: Segment, header: BatchHeader, now_ms: int | None) -> int | None:
+    """How long `active` has waited to be rolled (Kafka's LogSegment.timeWaitedForRoll):
+    measured in record time, from its first batch's timestamp to the new batch's, when the
+    first batch has one; otherwise in the caller's clock from the segment's creation. None:
+    unknown (no clock was passed). Batches stamped 0 thus never roll by time among
+    themselves, instead of rolling a segment per batch against the wall clock."""
+    first = active.rolling_timestamp
+    if first is not None and first >= 0:
+        return header.max_timestamp - first
+    if now_ms is None or active.created_ms is None:
+        return None
+    return now_ms - active.created_ms
 
 
 def _renumbered(header: BatchHeader, base_offset: int, epoch: int) -> BatchHeader:

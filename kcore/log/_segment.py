@@ -170,6 +170,9 @@ class Segment:
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.rolling_timestamp: int | None = None  # first batch's max timestamp
+        # When the segment was created or, for one opened from disk, first appended to (the
+        # caller's clock): segment.ms counts from here when the first batch has no timestamp.
+        self.created_ms: int | None = None
         self._index_offsets: list[int] = []  # last offset of the batch at each position
         self._index_positions: list[int] = []
         self._bytes_since_index_entry = 0
@@ -180,9 +183,19 @@ class Segment:
         return header.last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET
 
     def append(self, header: BatchHeader, batch: bytes) -> None:
-        if self._bytes_since_index_entry > self.index_interval_bytes or not self._index_offsets:
-            self._add_index_entry(header.last_offset, self.size, persist=True)
+        # Files first, memory after: an OSError (EMFILE opening the index, ENOSPC) leaves
+        # this segment as it was. An index entry written for a batch that then was not is
+        # harmless: the index is derived, and checked against the batches when reloaded.
+        indexed = self._bytes_since_index_entry > self.index_interval_bytes or not (
+            self._index_offsets
+        )
+        if indexed:
+            self.store.append_index(
+                _INDEX_ENTRY.pack(header.last_offset - self.base_offset, self.size)
+            )
         self.store.append(batch)
+        if indexed:
+            self._add_index_entry(header.last_offset, self.size, persist=False)
         self._account(header)
 
     def _account(self, header: BatchHeader) -> None:
@@ -279,6 +292,8 @@ class Segment:
 
     def _reload(self, validate: bool, stored_index: bytes | None = None) -> int:
         data = self.store.read(0, self.store.size())
+        if not data:
+            self.created_ms = None  # emptied: its time starts again (Kafka's truncateTo)
         self.size = 0
         self.next_offset = self.base_offset
         self.max_timestamp = -1
