@@ -305,6 +305,11 @@ class _Log:
         self._segments = kept or [self._new_segment(self._log_start_offset)]
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self._recovery_point = self.log_end_offset
+        if self.epoch_cache.rebuild_needed:
+            # Its checkpoint was unreadable: every batch carries its leader epoch.
+            self.epoch_cache.rebuild(
+                (header.partition_leader_epoch, header.base_offset) for header in self._headers()
+            )
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
         self._rebuild_producer_state()
