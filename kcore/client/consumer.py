@@ -35,7 +35,7 @@ from kcore.client._config import (
 from kcore.client._connections import Connections
 from kcore.client._metadata import MetadataManager
 from kcore.common import TopicPartition
-from kcore.log import iter_records, split_batches
+from kcore.log import CorruptRecordError, iter_records, split_valid_batches
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.data import (
     CONSUMER_REPLICA_ID,
@@ -595,14 +595,27 @@ class Consumer:
             )
             self._metadata_stale = True
             return False
+        if answer.error_code == errors.CorruptMessageError.code:
+            raise CorruptRecordError(
+                f"the record batch of {tp} at offset {fetch_offset} on broker {leader} is "
+                "corrupt; seek past it to go on"
+            )
         if answer.error_code != 0:
             raise errors.error_for_code(
                 answer.error_code, f"fetch of {tp} from broker {leader} failed"
             )
         if not answer.records:
             return False
+        # The records before a corrupt batch are delivered; the next fetch, from the corrupt
+        # batch on, raises (Kafka's Fetcher does the same).
+        batches, corrupt = split_valid_batches(answer.records)
+        if corrupt is not None and not any(h.next_offset > fetch_offset for h, _ in batches):
+            raise CorruptRecordError(
+                f"fetch of {tp} at offset {fetch_offset} from broker {leader}: {corrupt}; "
+                "seek past it to go on"
+            )
         end = fetch_offset
-        for header, batch in split_batches(answer.records):
+        for header, batch in batches:
             if header.next_offset <= fetch_offset:
                 continue  # a whole batch below the position
             for record in iter_records(batch):

@@ -18,10 +18,11 @@ from kcore.log._batch import (
     parse_header,
     restamp,
     split_batches,
+    validate_batch,
 )
 from kcore.log._checkpoint import LEADER_EPOCH_CHECKPOINT
 from kcore.log._epoch_cache import LeaderEpochCache
-from kcore.log._errors import UnexpectedAppendOffsetError
+from kcore.log._errors import CorruptRecordError, UnexpectedAppendOffsetError
 from kcore.log._producer_state import ProducerStateManager
 from kcore.log._segment import FileStore, MemoryStore, Segment, SegmentStore
 
@@ -172,18 +173,22 @@ class _Log:
             )
         batches: list[bytes] = []
         remaining = max_bytes
-        for segment in self._segments:
-            if segment.next_offset <= start_offset:
-                continue
-            found = segment.read(start_offset, remaining, max_offset, first=not batches)
-            if not found:
-                break
-            batches += found
-            remaining -= sum(len(batch) for batch in found)
-            start_offset = _next_offset(found)
-            if start_offset < segment.next_offset:
-                break  # a limit stopped the read inside this segment
-        return batches
+        try:
+            for segment in self._segments:
+                if segment.next_offset <= start_offset:
+                    continue
+                found = segment.read(start_offset, remaining, max_offset, first=not batches)
+                if not found:
+                    break
+                batches += found
+                remaining -= sum(len(batch) for batch in found)
+                start_offset = _next_offset(found)
+                if start_offset < segment.next_offset:
+                    break  # a limit stopped the read inside this segment
+        except CorruptRecordError:
+            if not batches:
+                raise
+        return _valid_prefix(batches)
 
     # -- truncation, retention -------------------------------------------------------
 
@@ -295,6 +300,8 @@ class _Log:
                 dropped = segment.recover(validate=True)
             else:
                 segment.load()
+                # A damaged batch kept in place: the segment still ends where the next begins.
+                segment.next_offset = max(segment.next_offset, following)
                 dropped = 0
             kept.append(segment)
             if dropped and position + 1 < len(segments):
@@ -331,6 +338,22 @@ def _time_waited_for_roll(active: Segment, header: BatchHeader, now_ms: int | No
 
 def _renumbered(header: BatchHeader, base_offset: int, epoch: int) -> BatchHeader:
     return attrs.evolve(header, base_offset=base_offset, partition_leader_epoch=epoch)
+
+
+def _valid_prefix(batches: list[bytes]) -> list[bytes]:
+    """`batches` up to the first that fails validation; a CorruptRecordError when that is
+    the first. Segments below the recovery point are not re-validated at start-up (as in
+    Kafka), so a flipped bit there reaches a read: the intact batches before it are served,
+    and a read from the damaged batch itself fails, naming it."""
+    for position, batch in enumerate(batches):
+        try:
+            validate_batch(batch)
+        except CorruptRecordError as error:
+            if position == 0:
+                raise
+            logger.error("serving the batches before a corrupt one: %s", error)
+            return batches[:position]
+    return batches
 
 
 def _next_offset(batches: list[bytes]) -> int:

@@ -581,6 +581,9 @@ class ReplicaManager:
                         )
                     batches = budget.take(batches, limit)
             except errors.KafkaError as error:
+                if isinstance(error, CorruptRecordError):
+                    # The batches before it were served by an earlier read; this one cannot be.
+                    logger.error("Fetch of %s at offset %d: %s", tp, ask.fetch_offset, error)
                 failed = True
                 answers.append(self._fetch_error(tp, partition, error))
                 continue
