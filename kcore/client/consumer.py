@@ -35,7 +35,7 @@ from kcore.client._config import (
 from kcore.client._connections import Connections
 from kcore.client._metadata import MetadataManager
 from kcore.common import TopicPartition
-from kcore.log import iter_records, split_batches
+from kcore.log import CorruptRecordError, iter_records, split_valid_batches
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.data import (
     CONSUMER_REPLICA_ID,
@@ -49,6 +49,7 @@ from kcore.protocol.data import (
     ListOffsetsRequest,
     ListOffsetsResponse,
 )
+from kcore.protocol.sizing import fetch_records_limit
 
 __all__ = ["Consumer", "ConsumerRecord"]
 
@@ -123,8 +124,12 @@ class Consumer:
     a demo usually wants what was produced before it started; "latest"; or "none"),
     `request_timeout_ms`,
     `retry_backoff_ms`, `default_api_timeout_ms` (how long `position`, `end_offsets` and
-    `beginning_offsets` retry). `group_id` is refused until consumer groups exist (a
-    consumer that seemed to join a group but committed nothing would lose its place).
+    `beginning_offsets` retry). A fetch asks for at most `fetch_max_bytes` of records but
+    never more than a response frame can carry (`transport.DEFAULT_MAX_FRAME_BYTES`, 16 MiB,
+    less the response's envelope): Kafka's clients read responses of any size, kcore's
+    transport bounds them, so the default 50 MiB is capped there. `group_id` is refused
+    until consumer groups exist (a consumer that seemed to join a group but committed nothing
+    would lose its place).
     """
 
     def __init__(
@@ -528,12 +533,17 @@ class Consumer:
         assert self._metadata is not None and self._connections is not None
         address = self._metadata.cluster.address_of(leader)
         assert address is not None
+        # The response must fit this client's frame limit (the transport's default): ask
+        # for no more records than that leaves room for.
+        frame_room = fetch_records_limit(
+            transport.DEFAULT_MAX_FRAME_BYTES, (p.topic for p in partitions)
+        )
         request = FetchRequest(
             CONSUMER_REPLICA_ID,
             -1,
             max_wait_ms,
             self.fetch_min_bytes,
-            self.fetch_max_bytes,
+            min(self.fetch_max_bytes, frame_room),
             tuple(partitions),
         )
         try:
@@ -585,14 +595,27 @@ class Consumer:
             )
             self._metadata_stale = True
             return False
+        if answer.error_code == errors.CorruptMessageError.code:
+            raise CorruptRecordError(
+                f"the record batch of {tp} at offset {fetch_offset} on broker {leader} is "
+                "corrupt; seek past it to go on"
+            )
         if answer.error_code != 0:
             raise errors.error_for_code(
                 answer.error_code, f"fetch of {tp} from broker {leader} failed"
             )
         if not answer.records:
             return False
+        # The records before a corrupt batch are delivered; the next fetch, from the corrupt
+        # batch on, raises (Kafka's Fetcher does the same).
+        batches, corrupt = split_valid_batches(answer.records)
+        if corrupt is not None and not any(h.next_offset > fetch_offset for h, _ in batches):
+            raise CorruptRecordError(
+                f"fetch of {tp} at offset {fetch_offset} from broker {leader}: {corrupt}; "
+                "seek past it to go on"
+            )
         end = fetch_offset
-        for header, batch in split_batches(answer.records):
+        for header, batch in batches:
             if header.next_offset <= fetch_offset:
                 continue  # a whole batch below the position
             for record in iter_records(batch):

@@ -166,6 +166,24 @@ def split_batches(data: bytes | bytearray | memoryview) -> list[tuple[BatchHeade
     return batches
 
 
+def split_valid_batches(
+    data: bytes | bytearray | memoryview,
+) -> tuple[list[tuple[BatchHeader, bytes]], CorruptRecordError | None]:
+    """The validated batches of `data` up to the first that fails validation, and that
+    failure (None when every batch is sound): what precedes a corrupt batch is still good
+    to deliver, as Kafka's consumer does before raising CorruptRecordException."""
+    batches = []
+    position = 0
+    while position < len(data):
+        try:
+            header = validate_batch(data, position)
+        except CorruptRecordError as error:
+            return batches, error
+        batches.append((header, bytes(data[position : position + header.size])))
+        position += header.size
+    return batches, None
+
+
 def with_base_offset(batch: bytes, base_offset: int) -> bytes:
     """The batch renumbered to start at `base_offset` (outside the CRC, so it stays valid)."""
     return _BASE_OFFSET.pack(base_offset) + batch[_BASE_OFFSET.size :]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import logging
 import pathlib
+from collections.abc import Iterable
 
 from kcore.log._checkpoint import format_checkpoint, read_checkpoint, write_atomically
 
@@ -28,9 +29,22 @@ class LeaderEpochCache:
         self._path = None if checkpoint_path is None else pathlib.Path(checkpoint_path)
         self._epochs: list[int] = []
         self._offsets: list[int] = []
+        # The checkpoint could not be read: the log must `rebuild` the cache from its batches.
+        self.rebuild_needed = False
         if self._path is not None:
-            for epoch, start_offset in read_checkpoint(self._path, _parse_epoch_entry):
-                self._assign(epoch, start_offset)
+            try:
+                for epoch, start_offset in read_checkpoint(self._path, _parse_epoch_entry):
+                    self._assign(epoch, start_offset)
+            except ValueError as error:  # malformed, not UTF-8, a negative entry
+                logger.warning(
+                    "Leader epoch checkpoint %s is corrupt (%s); rebuilding the partition's "
+                    "leader epoch cache from its log",
+                    self._path,
+                    error,
+                )
+                self._epochs.clear()
+                self._offsets.clear()
+                self.rebuild_needed = True
 
     # -- queries ---------------------------------------------------------------------
 
@@ -91,6 +105,18 @@ class LeaderEpochCache:
         covering = bisect.bisect_right(self._offsets, start_offset) - 1
         del self._epochs[:covering], self._offsets[:covering]
         self._offsets[0] = start_offset
+        self._write()
+
+    def rebuild(self, batch_epochs: Iterable[tuple[int, int]]) -> None:
+        """Replaces the entries by those of the log's batches, `(partition leader epoch, base
+        offset)` in offset order (a batch without an epoch, -1, is skipped), and rewrites
+        the checkpoint."""
+        self._epochs.clear()
+        self._offsets.clear()
+        for epoch, base_offset in batch_epochs:
+            if epoch >= 0:
+                self._assign(epoch, base_offset)
+        self.rebuild_needed = False
         self._write()
 
     def clear(self) -> None:

@@ -18,10 +18,11 @@ from kcore.log._batch import (
     parse_header,
     restamp,
     split_batches,
+    validate_batch,
 )
 from kcore.log._checkpoint import LEADER_EPOCH_CHECKPOINT
 from kcore.log._epoch_cache import LeaderEpochCache
-from kcore.log._errors import UnexpectedAppendOffsetError
+from kcore.log._errors import CorruptRecordError, UnexpectedAppendOffsetError
 from kcore.log._producer_state import ProducerStateManager
 from kcore.log._segment import FileStore, MemoryStore, Segment, SegmentStore
 
@@ -129,8 +130,10 @@ class _Log:
 
     def _append_batch(self, header: BatchHeader, batch: bytes, now_ms: int | None) -> None:
         active = self._segments[-1]
+        if active.created_ms is None:
+            active.created_ms = now_ms
         if self._should_roll(active, header, now_ms):
-            active = self._roll(header.base_offset)
+            active = self._roll(header.base_offset, now_ms)
         active.append(header, batch)
 
     def _should_roll(self, active: Segment, header: BatchHeader, now_ms: int | None) -> bool:
@@ -138,22 +141,20 @@ class _Log:
             return False
         if active.size + header.size > self.segment_bytes or not active.can_hold(header):
             return True
-        return (
-            self.segment_ms is not None
-            and now_ms is not None
-            and active.rolling_timestamp is not None
-            and now_ms - active.rolling_timestamp > self.segment_ms
-        )
+        waited = _time_waited_for_roll(active, header, now_ms)
+        return self.segment_ms is not None and waited is not None and waited > self.segment_ms
 
-    def roll(self) -> None:
+    def roll(self, now_ms: int | None = None) -> None:
         """Starts a new active segment at the log end offset (unless the active one is empty)."""
         if self._segments[-1].size:
-            self._roll(self.log_end_offset)
+            self._roll(self.log_end_offset, now_ms)
 
-    def _roll(self, base_offset: int) -> Segment:
-        # The previous segment is complete: make it durable before starting the next.
+    def _roll(self, base_offset: int, now_ms: int | None) -> Segment:
+        # The previous segment is complete: make it durable before starting the next. An
+        # OSError opening the new segment's files (EMFILE) leaves the log as it was.
         self._segments[-1].flush()
         segment = self._new_segment(base_offset)
+        segment.created_ms = now_ms
         self._segments.append(segment)
         return segment
 
@@ -172,18 +173,22 @@ class _Log:
             )
         batches: list[bytes] = []
         remaining = max_bytes
-        for segment in self._segments:
-            if segment.next_offset <= start_offset:
-                continue
-            found = segment.read(start_offset, remaining, max_offset, first=not batches)
-            if not found:
-                break
-            batches += found
-            remaining -= sum(len(batch) for batch in found)
-            start_offset = _next_offset(found)
-            if start_offset < segment.next_offset:
-                break  # a limit stopped the read inside this segment
-        return batches
+        try:
+            for segment in self._segments:
+                if segment.next_offset <= start_offset:
+                    continue
+                found = segment.read(start_offset, remaining, max_offset, first=not batches)
+                if not found:
+                    break
+                batches += found
+                remaining -= sum(len(batch) for batch in found)
+                start_offset = _next_offset(found)
+                if start_offset < segment.next_offset:
+                    break  # a limit stopped the read inside this segment
+        except CorruptRecordError:
+            if not batches:
+                raise
+        return _valid_prefix(batches)
 
     # -- truncation, retention -------------------------------------------------------
 
@@ -295,6 +300,8 @@ class _Log:
                 dropped = segment.recover(validate=True)
             else:
                 segment.load()
+                # A damaged batch kept in place: the segment still ends where the next begins.
+                segment.next_offset = max(segment.next_offset, following)
                 dropped = 0
             kept.append(segment)
             if dropped and position + 1 < len(segments):
@@ -305,13 +312,48 @@ class _Log:
         self._segments = kept or [self._new_segment(self._log_start_offset)]
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self._recovery_point = self.log_end_offset
+        if self.epoch_cache.rebuild_needed:
+            # Its checkpoint was unreadable: every batch carries its leader epoch.
+            self.epoch_cache.rebuild(
+                (header.partition_leader_epoch, header.base_offset) for header in self._headers()
+            )
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
         self._rebuild_producer_state()
 
 
+def _time_waited_for_roll(active: Segment, header: BatchHeader, now_ms: int | None) -> int | None:
+    """How long `active` has waited to be rolled (Kafka's LogSegment.timeWaitedForRoll):
+    measured in record time, from its first batch's timestamp to the new batch's, when the
+    first batch has one; otherwise in the caller's clock from the segment's creation. None:
+    unknown (no clock was passed). Batches stamped 0 thus never roll by time among
+    themselves, instead of rolling a segment per batch against the wall clock."""
+    first = active.rolling_timestamp
+    if first is not None and first >= 0:
+        return header.max_timestamp - first
+    if now_ms is None or active.created_ms is None:
+        return None
+    return now_ms - active.created_ms
+
+
 def _renumbered(header: BatchHeader, base_offset: int, epoch: int) -> BatchHeader:
     return attrs.evolve(header, base_offset=base_offset, partition_leader_epoch=epoch)
+
+
+def _valid_prefix(batches: list[bytes]) -> list[bytes]:
+    """`batches` up to the first that fails validation; a CorruptRecordError when that is
+    the first. Segments below the recovery point are not re-validated at start-up (as in
+    Kafka), so a flipped bit there reaches a read: the intact batches before it are served,
+    and a read from the damaged batch itself fails, naming it."""
+    for position, batch in enumerate(batches):
+        try:
+            validate_batch(batch)
+        except CorruptRecordError as error:
+            if position == 0:
+                raise
+            logger.error("serving the batches before a corrupt one: %s", error)
+            return batches[:position]
+    return batches
 
 
 def _next_offset(batches: list[bytes]) -> int:

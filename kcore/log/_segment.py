@@ -170,6 +170,9 @@ class Segment:
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.rolling_timestamp: int | None = None  # first batch's max timestamp
+        # When the segment was created or, for one opened from disk, first appended to (the
+        # caller's clock): segment.ms counts from here when the first batch has no timestamp.
+        self.created_ms: int | None = None
         self._index_offsets: list[int] = []  # last offset of the batch at each position
         self._index_positions: list[int] = []
         self._bytes_since_index_entry = 0
@@ -180,9 +183,19 @@ class Segment:
         return header.last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET
 
     def append(self, header: BatchHeader, batch: bytes) -> None:
-        if self._bytes_since_index_entry > self.index_interval_bytes or not self._index_offsets:
-            self._add_index_entry(header.last_offset, self.size, persist=True)
+        # Files first, memory after: an OSError (EMFILE opening the index, ENOSPC) leaves
+        # this segment as it was. An index entry written for a batch that then was not is
+        # harmless: the index is derived, and checked against the batches when reloaded.
+        indexed = self._bytes_since_index_entry > self.index_interval_bytes or not (
+            self._index_offsets
+        )
+        if indexed:
+            self.store.append_index(
+                _INDEX_ENTRY.pack(header.last_offset - self.base_offset, self.size)
+            )
         self.store.append(batch)
+        if indexed:
+            self._add_index_entry(header.last_offset, self.size, persist=False)
         self._account(header)
 
     def _account(self, header: BatchHeader) -> None:
@@ -211,10 +224,13 @@ class Segment:
         return self._index_positions[index] if index >= 0 else 0
 
     def headers_from(self, position: int):
-        """(position, header) of each batch from `position` on."""
+        """(position, header) of each batch from `position` on, up to one whose length is
+        impossible (damaged), included."""
         while position + HEADER_SIZE <= self.size:
             header = parse_header(self.store.read(position, HEADER_SIZE))
             yield position, header
+            if header.size < HEADER_SIZE:
+                return
             position += header.size
 
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
@@ -235,6 +251,15 @@ class Segment:
         start, _ = found
         end = start
         for position, header in self.headers_from(start):
+            if header.size < HEADER_SIZE or position + header.size > self.size:
+                # A damaged length (bytes below the recovery point are not re-validated
+                # at start-up): serve what precedes it; the batch itself is an error.
+                if position == start:
+                    raise CorruptRecordError(
+                        f"segment {self.base_offset:020d}: record batch at byte {position} "
+                        f"has an impossible length {header.length}"
+                    )
+                break
             if max_offset is not None and header.last_offset >= max_offset:
                 break
             if position + header.size - start > max_bytes and not (first and position == start):
@@ -275,10 +300,17 @@ class Segment:
         """Opens an existing segment trusting its bytes; the index is rebuilt if missing or
         inconsistent."""
         stored = self.store.read_index()
-        self._reload(validate=False, stored_index=stored)
+        self._reload(validate=False, stored_index=stored, keep_damage=True)
 
-    def _reload(self, validate: bool, stored_index: bytes | None = None) -> int:
+    def _reload(
+        self, validate: bool, stored_index: bytes | None = None, keep_damage: bool = False
+    ) -> int:
+        """`keep_damage`: a malformed batch is left in place (a segment below the recovery
+        point was flushed whole: damage there is corruption, not a torn write, and deleting
+        it would silently drop the records after it); reads stop at it and name it."""
         data = self.store.read(0, self.store.size())
+        if not data:
+            self.created_ms = None  # emptied: its time starts again (Kafka's truncateTo)
         self.size = 0
         self.next_offset = self.base_offset
         self.max_timestamp = -1
@@ -294,8 +326,9 @@ class Segment:
                 )
             except CorruptRecordError as error:
                 logger.warning(
-                    "segment %020d: dropping %d bytes from byte %d: %s",
+                    "segment %020d: %s %d bytes from byte %d: %s",
                     self.base_offset,
+                    "a read will stop at" if keep_damage else "dropping",
                     len(data) - position,
                     position,
                     error,
@@ -314,6 +347,9 @@ class Segment:
             self._account(header)
             position += header.size
         dropped = len(data) - position
+        if dropped and keep_damage:
+            self.size = len(data)
+            dropped = 0
         if dropped:
             self.store.truncate(position)
         rebuilt = self._index_bytes()

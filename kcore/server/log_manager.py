@@ -6,7 +6,19 @@ offsets), and the two loops that keep them: the high-watermark checkpoint and lo
 settings are the replicas', so it passes them in).
 
 An OSError from a log dir is reported to the `LogDirFailureChannel` passed in and raised as
-KafkaStorageError; a loop goes on with the other dirs."""
+KafkaStorageError; a loop goes on with the other dirs.
+
+EMFILE / ENFILE (out of file descriptors) is not a disk failure, but Kafka 3.5 does not tell
+them apart: every IOException from a log, "Too many open files" included, takes its log dir
+offline, and a broker whose last dir is offline halts. kcore does the same (the broker stops
+cleanly, its error naming the errno, rather than going on half able to write): a broker out
+of descriptors cannot open segments, sockets or its ZooKeeper connection either, and the
+cure is a higher limit (Kafka's documentation asks for 100 000). What kcore guarantees is
+that nothing is lost or damaged on the way: a roll that cannot open the next segment's
+files leaves the log as it was, so the restarted broker recovers every acknowledged record.
+Descriptors are used per segment (its `.log` and `.index`), and segments roll by
+`segment.bytes` and by `segment.ms` counted in record time (see `kcore.log`), so batches
+stamped with old or zero timestamps do not roll a segment each."""
 
 from __future__ import annotations
 

@@ -56,6 +56,7 @@ from kcore.protocol.data import (
     ProduceRequest,
     ProduceResponse,
 )
+from kcore.protocol.sizing import fetch_records_limit
 from kcore.server.fetcher import (
     BrokerEndPoint,
     FetcherSettings,
@@ -88,6 +89,51 @@ def _error_code(error: BaseException) -> int:
     if isinstance(error, errors.KafkaError):
         return error.code
     return errors.UnknownServerError.code
+
+
+@attrs.define
+class FetchBudget:
+    """How much a fetch may still read (KIP-74, Kafka's ReplicaManager.readFromLocalLog):
+    partitions are read in request order, each up to its own `partition_max_bytes` and what
+    is left of the request's `max_bytes`; the first batch of the first partition that has
+    one is returned even if larger (so a consumer always progresses), after which the
+    limits are strict. Besides, every response must fit the frame limit (kcore's transport
+    bounds responses, Kafka's does not): `frame_bytes` is a hard limit, even for that first
+    batch."""
+
+    request_bytes: int  # what is left of the request's max_bytes
+    frame_bytes: int  # what is left of the frame for records
+    min_one: bool = True  # nothing read yet: the first batch goes even if larger
+
+    @classmethod
+    def for_request(cls, request: FetchRequest, frame_limit: int) -> FetchBudget:
+        topics = (ask.topic for ask in request.partitions)
+        return cls(request.max_bytes, fetch_records_limit(frame_limit, topics))
+
+    def partition_limit(self, partition_max_bytes: int) -> int | None:
+        """The `max_bytes` to read a partition with; None: do not read it."""
+        limit = min(partition_max_bytes, self.request_bytes, self.frame_bytes)
+        if limit <= 0 and not self.min_one:
+            return None
+        return max(0, limit)
+
+    def take(self, batches: list[bytes], limit: int) -> list[bytes]:
+        """What of `batches` (read with `limit`, so only a lone first batch can exceed it)
+        goes into the response; the budget is charged for it. A lone batch larger than the
+        frame raises MessageTooLargeError: it can never be sent."""
+        size = sum(len(batch) for batch in batches)
+        if size > limit and not self.min_one:
+            return []
+        if size > self.frame_bytes:
+            raise errors.MessageTooLargeError(
+                f"a record batch of {size} bytes does not fit in a response under the frame "
+                f"limit ({self.frame_bytes} bytes left for records)"
+            )
+        if size:
+            self.min_one = False
+            self.request_bytes -= size
+            self.frame_bytes -= size
+        return batches
 
 
 class _HostedLeaderEpochs(Mapping[TopicPartition, int]):
@@ -511,7 +557,7 @@ class ReplicaManager:
         answers = []
         size = 0
         failed = False
-        budget = request.max_bytes
+        budget = FetchBudget.for_request(request, self.config.socket_request_max_bytes)
         for ask in request.partitions:
             tp = TopicPartition(ask.topic, ask.partition)
             partition = self.partitions.get(tp)
@@ -526,22 +572,23 @@ class ReplicaManager:
                     )
                 if is_follower:
                     self._update_follower(partition, request.replica_id, ask, now_ms)
-                if budget > 0:
+                limit = budget.partition_limit(ask.partition_max_bytes)
+                batches = []
+                if limit is not None:
                     with self.handling_log_io_errors(tp, "read"):
                         batches = partition.read(
-                            ask.fetch_offset,
-                            max(0, min(ask.partition_max_bytes, budget)),
-                            up_to_high_watermark=not is_follower,
+                            ask.fetch_offset, limit, up_to_high_watermark=not is_follower
                         )
-                else:
-                    batches = []
+                    batches = budget.take(batches, limit)
             except errors.KafkaError as error:
+                if isinstance(error, CorruptRecordError):
+                    # The batches before it were served by an earlier read; this one cannot be.
+                    logger.error("Fetch of %s at offset %d: %s", tp, ask.fetch_offset, error)
                 failed = True
                 answers.append(self._fetch_error(tp, partition, error))
                 continue
             records = b"".join(batches)
             size += len(records)
-            budget -= len(records)
             answers.append(
                 FetchPartitionResponse(
                     tp.topic,

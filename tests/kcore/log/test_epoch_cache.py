@@ -199,14 +199,18 @@ def test_persists_between_instances_in_kafka_format(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
-def test_malformed_checkpoint_names_the_file(tmp_path):
+def test_malformed_checkpoint_is_named_and_left_for_the_log_to_rebuild(tmp_path, caplog):
     path = tmp_path / LEADER_EPOCH_CHECKPOINT
-    path.write_text("0\n2\n2 6\n")
-    with pytest.raises(ValueError, match="leader-epoch-checkpoint"):
-        LeaderEpochCache(path)
-    path.write_text("1\n0\n")
-    with pytest.raises(ValueError, match="version"):
-        LeaderEpochCache(path)
+    for text, reason in [("0\n2\n2 6\n", "announces 2"), ("1\n0\n", "version")]:
+        path.write_text(text)
+        caplog.clear()
+        cache = LeaderEpochCache(path)
+        assert cache.rebuild_needed and cache.entries() == []
+        [warning] = caplog.records
+        assert str(path) in warning.getMessage() and reason in warning.getMessage()
+    cache.rebuild([(-1, 0), (2, 1), (2, 3), (4, 6)])
+    assert not cache.rebuild_needed
+    assert LeaderEpochCache(path).entries() == [(2, 1), (4, 6)]
 
 
 def test_previous_epoch(cache):
