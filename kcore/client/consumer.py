@@ -377,9 +377,11 @@ class Consumer:
                 state.position, state.buffer_end = state.buffer_end, None
         return records
 
-    async def _refresh_metadata(self) -> None:
+    async def _refresh_metadata(self, also: Iterable[TopicPartition] = ()) -> None:
+        """Metadata of the assigned topics, and of `also`'s (offsets asked for partitions
+        that are not assigned)."""
         assert self._metadata is not None
-        topics = sorted({tp.topic for tp in self._assignment})
+        topics = sorted({tp.topic for tp in self._assignment} | {tp.topic for tp in also})
         try:
             await self._metadata.refresh(topics)
             self._metadata_stale = False
@@ -432,7 +434,7 @@ class Consumer:
         if self._metadata_stale or any(
             self._metadata.cluster.leader_for(tp) is None for tp in wanted
         ):
-            await self._refresh_metadata()
+            await self._refresh_metadata(also=wanted)
         cluster = self._metadata.cluster
         by_leader: dict[int, list[ListOffsetsPartition]] = {}
         for tp, timestamp in sorted(wanted.items()):
@@ -472,7 +474,7 @@ class Consumer:
                     raise error
                 self._metadata_stale = True
         if len(found) < len(wanted) and self._metadata_stale:
-            await self._refresh_metadata()  # spaced by retry_backoff_ms
+            await self._refresh_metadata(also=wanted)  # spaced by retry_backoff_ms
         return found
 
     async def _send_fetches(self, deadline: float) -> bool:

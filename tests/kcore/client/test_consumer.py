@@ -82,6 +82,18 @@ async def test_seek_to_beginning_and_end(fake_cluster, client_args, autojump_clo
         assert await consumer.beginning_offsets(tps) == {tps[0]: 0, tps[1]: 0}
 
 
+async def test_offsets_of_partitions_not_assigned(fake_cluster, client_args, autojump_clock):
+    # Kafka's endOffsets / beginningOffsets answer for any partition, assigned or not (the
+    # demo's live view asks a consumer that reads nothing).
+    fake_cluster.add_topic("t", 2)
+    produce(fake_cluster, "t", 0, [b"a", b"b"])
+    async with Consumer(fake_cluster.bootstrap, **client_args) as consumer:
+        tps = [TopicPartition("t", 0), TopicPartition("t", 1)]
+        with trio.fail_after(5):
+            assert await consumer.end_offsets(tps) == {tps[0]: 2, tps[1]: 0}
+            assert await consumer.beginning_offsets(tps) == {tps[0]: 0, tps[1]: 0}
+
+
 async def test_leader_change_refreshes_metadata_and_fetches_from_new_leader(
     fake_cluster, client_args, autojump_clock
 ):
