@@ -25,7 +25,7 @@ import actors
 import transport
 from actors import MetricsRegistry
 from kcore import errors
-from kcore.common import Broker, EndPoint
+from kcore.common import Broker, EndPoint, TopicPartition
 from kcore.controller.controller import KafkaController
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
@@ -305,6 +305,15 @@ class BrokerServer:
             if response.error_code == 0 and not response.remaining_partitions:
                 logger.info("Broker %d: controlled shutdown succeeded", self.broker_id)
                 return True
+            stranded = self._without_another_live_replica(response.remaining_partitions)
+            if response.error_code == 0 and len(stranded) == len(response.remaining_partitions):
+                # Every partition still led here has no other live replica (its brokers are
+                # gone, say a whole cluster stopping at once): no retry can move them.
+                logger.info(
+                    "Broker %d: controlled shutdown cannot move %s: no other replica is "
+                    "alive; proceeding", self.broker_id, [str(tp) for tp in stranded],
+                )  # fmt: skip
+                return False
             logger.info(
                 "Broker %d: controlled shutdown incomplete (error %d, %d partitions still "
                 "led here); retrying", self.broker_id, response.error_code,
@@ -312,6 +321,18 @@ class BrokerServer:
             )  # fmt: skip
         logger.warning("Broker %d: proceeding to an unclean shutdown", self.broker_id)
         return False
+
+    def _without_another_live_replica(self, entries: Any) -> list[TopicPartition]:
+        """The partitions among `entries` whose replicas, other than this broker, are all
+        dead as far as the controller last told this broker."""
+        stranded = []
+        for entry in entries:
+            tp = TopicPartition(entry.topic, entry.partition)
+            state = self.metadata_cache.partitions.get(tp)
+            others = () if state is None else [r for r in state.replicas if r != self.broker_id]
+            if not any(self.metadata_cache.alive_broker(r) is not None for r in others):
+                stranded.append(tp)
+        return stranded
 
     async def _controller_endpoint(self) -> EndPoint | None:
         if self.zk_client is None:

@@ -127,3 +127,22 @@ async def test_a_broker_leading_unreplicated_partitions_shuts_down_at_the_first_
     assert any("Broker 2: controlled shutdown succeeded" in m for m in messages)
     assert not any("Broker 2: controlled shutdown incomplete" in m for m in messages)
     assert not any("Broker 2: proceeding to an unclean shutdown" in m for m in messages)
+
+
+async def test_a_whole_cluster_stopped_at_once_shuts_down_without_exhausting_retries(
+    autojump_clock, caplog
+):
+    # The last broker to lead a partition has nowhere to move it once the others are gone:
+    # it must see that and proceed, not retry until controlled.shutdown.max.retries.
+    caplog.set_level(logging.INFO, logger="kcore.server.broker")
+    async with open_cluster(brokers=3, seed=37, broker_config=BROKER_CONFIG) as cluster:
+        await cluster.wait_for_controller(timeout=30)
+        async with cluster.admin() as admin:
+            await admin.create_topic("t", partitions=3, replication_factor=3)
+        async with trio.open_nursery() as nursery:
+            for broker_id in (1, 2, 3):
+                nursery.start_soon(cluster.stop_broker, broker_id)
+        assert await cluster.zk.get_children("/brokers/ids") == []
+    messages = [r.getMessage() for r in caplog.records]
+    assert not any("proceeding to an unclean shutdown" in m for m in messages), messages
+    assert any("no other replica is alive; proceeding" in m for m in messages)
