@@ -352,11 +352,42 @@ class KafkaZkClient:
                 except (zkstub.NoNodeError, zkstub.BadVersionError):
                     pass
                 continue
+            # Another session's: most often this broker's own before a crash (kill -9), whose
+            # session the server expires within its timeout. Kafka refuses to start at once;
+            # a restarted process should rather wait for it, as long as the expiry can take.
+            if await self._wait_for_deletion(path, owner):
+                continue
             logger.error(
                 "Error while creating ephemeral at %s, node already exists and owner 0x%x "
                 "does not match current session 0x%x", path, owner, self.zk.session_id,
             )  # fmt: skip
-            raise zkstub.NodeExistsError(path=path)
+            raise zkstub.NodeExistsError(
+                f"{path} is still held by another live session 0x{owner:x} after waiting "
+                f"{self._ephemeral_wait:.0f}s for it to expire: is another process running "
+                "with the same id?",
+                path=path,
+            )
+
+    @property
+    def _ephemeral_wait(self) -> float:
+        # A session expires between its timeout and one tick later; its timeout is at most
+        # ours when it was this broker's, with the same configuration.
+        return 2 * self.zk.session_timeout
+
+    async def _wait_for_deletion(self, path: str, owner: int) -> bool:
+        """Waits until the ephemeral at `path` goes; False if it is still there after
+        `_ephemeral_wait` seconds."""
+        logger.info(
+            "%s is held by session 0x%x (a previous incarnation's, if it crashed): waiting up "
+            "to %.0fs for that session to expire", path, owner, self._ephemeral_wait,
+        )  # fmt: skip
+        with trio.move_on_after(self._ephemeral_wait):
+            while True:
+                gone = trio.Event()
+                if await self.zk.exists(path, watch=lambda _event, gone=gone: gone.set()) is None:
+                    return True
+                await gone.wait()
+        return False
 
     async def get_all_brokers(self, watch: Watch | None = None) -> dict[int, Broker]:
         """Every registered broker, with its epoch, by id (`watch` on the list of ids)."""

@@ -168,3 +168,40 @@ async def test_an_aborted_session_keeps_its_ephemerals_until_it_expires(autojump
 
 def test_zookeeper_errors_are_zkstubs():
     assert issubclass(zkstub.NoNodeError, ZooKeeperError)
+
+
+def _broker(broker_id):
+    from kcore.common import Broker, EndPoint
+
+    return Broker(broker_id, (EndPoint("127.0.0.1", 9092, "PLAINTEXT", "PLAINTEXT"),))
+
+
+async def test_a_restarted_broker_waits_for_its_crashed_registration_to_expire(autojump_clock):
+    # kill -9, then a quick restart: the old session's /brokers/ids/1 is still there.
+    async with zkstub.open_server(tick_time=1.0) as server:
+        async with server.connect_local(session_timeout=4.0) as crashed:
+            await _client(crashed).create_top_level_paths()
+            await _client(crashed).register_broker(_broker(1))
+            async with server.connect_local(session_timeout=4.0) as restarted:
+
+                async def crashed_session_expires_a_second_later():
+                    await trio.sleep(1.0)
+                    await server.expire_session(crashed.session_id)
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(crashed_session_expires_a_second_later)
+                    epoch = await _client(restarted).register_broker(_broker(1))
+                    registered_at = trio.current_time()
+                assert registered_at >= 1.0  # it waited for the old registration to go
+                _, stat = await restarted.get("/brokers/ids/1")
+                assert (stat.ephemeralOwner, stat.czxid) == (restarted.session_id, epoch)
+
+
+async def test_a_registration_held_by_a_live_session_is_refused_after_the_wait(autojump_clock):
+    async with zkstub.open_server(tick_time=1.0) as server:
+        async with server.connect_local(session_timeout=4.0) as other:
+            await _client(other).create_top_level_paths()
+            await _client(other).register_broker(_broker(1))
+            async with server.connect_local(session_timeout=4.0) as second:
+                with pytest.raises(zkstub.NodeExistsError, match="same id"):
+                    await _client(second).register_broker(_broker(1))
