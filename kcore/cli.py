@@ -7,6 +7,8 @@ import argparse
 import importlib.metadata
 import sys
 
+from actors import RestartIntensityError
+
 
 def _version() -> str:
     try:
@@ -53,8 +55,29 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as error:
         print(f"kcore broker: {error}", file=sys.stderr)
         return 2
-    trio.run(run_broker, config)
+    try:
+        trio.run(run_broker, config)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:
+        cause = root_cause(error)
+        # One line a user can act on; the whole story only when asked for.
+        logging.getLogger("kcore.cli").debug("the broker failed", exc_info=error)
+        print(f"kcore broker: {type(cause).__name__}: {cause}", file=sys.stderr)
+        return 1
     return 0
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """What went wrong first, under the groups a nursery wraps errors in and the
+    supervisor's RestartIntensityError (whose cause is the child's error)."""
+    while True:
+        if isinstance(error, BaseExceptionGroup):
+            error = error.exceptions[0]
+        elif isinstance(error, RestartIntensityError) and error.__cause__ is not None:
+            error = error.__cause__
+        else:
+            return error
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -72,6 +72,10 @@ def _watcher(watch: Watch | None) -> _Watcher | None:
     return None if watch is None else _Watcher(watch)
 
 
+class ZooKeeperUnreachableError(zkstub.ConnectionLossError):
+    """No session could be opened with `zookeeper.connect` within the connection timeout."""
+
+
 class ControllerMovedError(Exception):
     """Another broker became controller: this one's write was fenced, or its election lost."""
 
@@ -224,13 +228,23 @@ async def open_kafka_zk_client(
     """A session to `zookeeper.connect` (a zkstub server, or a real ZooKeeper with the
     `zookeeper://` scheme), ended on leaving the block as `zkstub.connect` ends it: closed,
     or abandoned to expire when the block is cancelled or fails (a crash)."""
-    async with zkstub.connect(
-        connect,
-        session_timeout=session_timeout,
-        connect_timeout=connect_timeout,
-        network=network,
-        rng=rng,
-    ) as zk:
+    logger.info("Connecting to zookeeper on %s", connect)
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            zk = await stack.enter_async_context(
+                zkstub.connect(
+                    connect,
+                    session_timeout=session_timeout,
+                    connect_timeout=connect_timeout,
+                    network=network,
+                    rng=rng,
+                )
+            )
+        except zkstub.ConnectionLossError as error:
+            raise ZooKeeperUnreachableError(
+                f"cannot reach ZooKeeper at {connect} within {connect_timeout:g}s "
+                f"(zookeeper.connection.timeout.ms): {error}"
+            ) from error
         yield KafkaZkClient(zk, clock)
 
 

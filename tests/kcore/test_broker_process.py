@@ -51,3 +51,29 @@ async def test_a_broker_process_registers_and_shuts_down_on_sigterm(tmp_path):
             if process.returncode is None:
                 process.kill()
                 await process.wait()
+
+
+async def test_a_broker_that_cannot_reach_zookeeper_says_so_in_one_line(tmp_path):
+    network = transport.TcpNetwork()
+    # A port with nothing listening: bind one, then close it.
+    async with zkstub.open_server(network=network, address=("127.0.0.1", 0)) as server:
+        port = server.address[1]
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "broker.id=7\n"
+        "listeners=PLAINTEXT://127.0.0.1:0\n"
+        f"log.dirs={tmp_path / 'logs'}\n"
+        f"zookeeper.connect=127.0.0.1:{port}\n"
+        "zookeeper.connection.timeout.ms=1000\n"
+    )
+    result = await trio.run_process(
+        [sys.executable, "-m", "kcore.cli", "broker", "--config", str(config)],
+        capture_stdout=True, capture_stderr=True, check=False,
+    )  # fmt: skip
+    stderr = result.stderr.decode()
+    assert result.returncode == 1
+    assert "Traceback" not in stderr
+    assert f"Connecting to zookeeper on 127.0.0.1:{port}" in stderr  # said while it tries
+    assert stderr.splitlines()[-1].startswith(
+        f"kcore broker: ZooKeeperUnreachableError: cannot reach ZooKeeper at 127.0.0.1:{port}"
+    )
