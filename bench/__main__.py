@@ -35,6 +35,7 @@ SUITE_ORDER = (
     "failover",
     "controller-failover",
     "election-scaling",
+    "sim-campaign",
 )
 
 
@@ -58,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument(
         "--seed", type=int, default=0, help="seed for workloads that draw random numbers"
+    )
+    run.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="seeds a campaign runs, from --seed on (sim-campaign; default: the suite's)",
     )
 
     # Listed here for --help only: main() hands `aggregate ...` to bench.aggregate.main,
@@ -130,7 +137,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         suite = "quick" if args.quick else args.suite
-        options = WorkloadOptions(suite=suite, seed=args.seed)
+        options = WorkloadOptions(suite=suite, seed=args.seed, seeds=args.seeds)
+    except ValueError as exc:
+        print(f"python -m bench: {exc}", file=sys.stderr)
+        return 2
+    try:
         names = args.workloads or [n for n in SUITE_ORDER if n in WORKLOADS]
         names += [] if args.workloads else sorted(set(WORKLOADS) - set(names))
         progress = not args.no_progress and sys.stderr.isatty()

@@ -23,10 +23,14 @@ SUITES = ("quick", "full")
 class WorkloadOptions:
     suite: str = "full"  # "quick": the same cases, measured briefly (smoke runs, CI)
     seed: int = 0
+    # How many seeds a seeded campaign runs (from `seed` on); None: the suite's number.
+    seeds: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.suite not in SUITES:
             raise ValueError(f"unknown suite {self.suite!r}; expected one of {SUITES}")
+        if self.seeds is not None and self.seeds < 1:
+            raise ValueError(f"seeds must be at least 1, not {self.seeds}")
 
     @property
     def quick(self) -> bool:
@@ -70,6 +74,7 @@ from bench.workloads import (  # noqa: E402, F401
     e2e_latency,
     failover,
     produce,
+    sim_campaign,
     transport_raw,
     zk_ops,
 )

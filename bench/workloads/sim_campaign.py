@@ -1,0 +1,131 @@
+"""sim-campaign: seeded whole-cluster simulations under random faults (`kcore.sim`), one row
+per seed, so campaigns are aggregated like every other workload (failures per case, seconds
+per seed).
+
+The mix is the one the standing campaign runs: 3 brokers / 2 partitions and 5 brokers /
+8 partitions, with and without idempotent producers, always acks=all and
+min.insync.replicas=2. Seed N runs combination N mod 4, a function of the seed alone, so a
+failing seed replays by itself; its replay command is in the summary.
+
+    python -m bench run sim-campaign --seeds 10000 --seed 0    # seeds 0..9999 (~2 h, 2 cores)
+
+The quick suite runs 4 seeds (one per combination), the full suite 200; `--seeds N`
+overrides both, and `--seed` is the first seed.
+
+Rows: one `seed` row per seed: `latency_ns` is the seed's real time, `outcome` "ok" or
+"failed", `params` the combination and `sim_seed`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import attrs
+import trio
+
+from bench._rows import RowWriter
+from bench.workloads import Summary, WorkloadOptions, workload
+from kcore.sim import SeedOutcome, Shape, run_campaign
+from kcore.testing.sim import SimConfig
+
+NAME = "sim-campaign"
+CHAOS_SECONDS = 20.0  # virtual seconds of faults per seed, as the test suite's sweep
+MIN_INSYNC_REPLICAS = 2
+QUICK_SEEDS = 4
+FULL_SEEDS = 200
+
+
+@attrs.frozen
+class Combination:
+    shape: Shape
+    idempotent: bool
+
+    @property
+    def case(self) -> str:
+        producer = "idempotent" if self.idempotent else "plain"
+        return f"{self.shape}-{producer}-acks=all-min.insync={MIN_INSYNC_REPLICAS}"
+
+    def config(self, seed: int) -> SimConfig:
+        return SimConfig(
+            seed=seed,
+            brokers=self.shape.brokers,
+            partitions=self.shape.partitions,
+            min_insync_replicas=MIN_INSYNC_REPLICAS,
+            acks="all",
+            idempotent=self.idempotent,
+            chaos_seconds=CHAOS_SECONDS,
+        )
+
+    def replay_command(self, seed: int) -> str:
+        idempotent = " --idempotent" if self.idempotent else ""
+        return (
+            f"python -m kcore.sim --seed {seed} --shapes {self.shape}{idempotent} "
+            f"--min-insync-replicas {MIN_INSYNC_REPLICAS} --chaos-seconds {CHAOS_SECONDS:g} "
+            "--trace"
+        )
+
+
+MIX = tuple(
+    Combination(shape, idempotent)
+    for shape in (Shape(3, 2), Shape(5, 8))
+    for idempotent in (False, True)
+)
+
+
+def combination_of(seed: int) -> Combination:
+    return MIX[seed % len(MIX)]
+
+
+def seeds_for(options: WorkloadOptions) -> range:
+    count = options.seeds
+    if count is None:
+        count = QUICK_SEEDS if options.quick else FULL_SEEDS
+    return range(options.seed, options.seed + count)
+
+
+@workload(NAME, "seeded simulations under faults, one row per seed (3 and 5 brokers, acks=all)")
+async def run(rows: RowWriter, options: WorkloadOptions) -> Summary:
+    seeds = seeds_for(options)
+    configs = [combination_of(seed).config(seed) for seed in seeds]
+    workers = min(os.cpu_count() or 1, len(configs)) or 1
+    # The seeds run in spawned processes; this task only waits for them.
+    outcomes: list[SeedOutcome] = await trio.to_thread.run_sync(
+        lambda: list(run_campaign(configs, workers))
+    )
+    finished = time.time()
+    failed = []
+    for outcome in sorted(outcomes, key=lambda o: o.seed):
+        combination = combination_of(outcome.seed)
+        rows.write(
+            case=combination.case,
+            op="seed",
+            params={
+                "sim_seed": outcome.seed,
+                "brokers": combination.shape.brokers,
+                "partitions": combination.shape.partitions,
+                "idempotent": combination.idempotent,
+                "acks": "all",
+                "min_insync_replicas": MIN_INSYNC_REPLICAS,
+                "chaos_seconds": CHAOS_SECONDS,
+            },
+            start_time=finished - outcome.seconds,
+            latency_ns=int(outcome.seconds * 1e9),
+            outcome="ok" if outcome.ok else "failed",
+        )
+        if not outcome.ok:
+            failed.append(combination.replay_command(outcome.seed))
+    summary: Summary = []
+    for combination in MIX:
+        mine = [o for o in outcomes if combination_of(o.seed) == combination]
+        if mine:
+            summary.append(
+                {
+                    "case": combination.case,
+                    "seeds": len(mine),
+                    "failed": sum(not o.ok for o in mine),
+                    "seconds_per_seed": round(sum(o.seconds for o in mine) / len(mine), 2),
+                }
+            )
+    summary += [{"replay": command} for command in failed]
+    return summary
