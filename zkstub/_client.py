@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
@@ -547,6 +548,18 @@ async def open_client(
             nursery.cancel_scope.cancel()
 
 
+def _check_seconds(name: str, value: object) -> None:
+    """A duration a caller gave: a finite number of seconds above zero (NaN, inf and
+    negatives would otherwise fail deep inside, or never expire)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name} must be a finite number of seconds above 0, not {value!r}")
+
+
 @contextlib.asynccontextmanager
 async def connect(
     connect_string: str,
@@ -558,6 +571,9 @@ async def connect(
 ) -> AsyncIterator[Any]:
     """A client for `host:port[,...][/chroot]` (a zkstub server over `transport`) or
     `zookeeper://host:port[,...][/chroot]` (a real ZooKeeper through kazoo)."""
+    _check_seconds("session_timeout", session_timeout)
+    if connect_timeout is not None:
+        _check_seconds("connect_timeout", connect_timeout)
     if connect_string.startswith("zookeeper://"):
         from zkstub._kazoo_client import open_kazoo_client
 

@@ -364,3 +364,10 @@ def test_serve_takes_the_limits_as_flags_and_refuses_bad_values(capsys):
         with pytest.raises(SystemExit):
             parse_args(["serve", flag, value])
         assert flag.lstrip("-").split("-")[0] in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0, 0, "6", True])
+async def test_the_client_refuses_a_session_timeout_that_is_no_duration(bad):
+    with pytest.raises(ValueError, match=r"session_timeout must be a finite number of seconds"):
+        async with zkstub.connect("127.0.0.1:1", session_timeout=bad):
+            pass
