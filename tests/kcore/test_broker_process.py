@@ -21,17 +21,22 @@ async def _read_line(stream) -> bytes:
     return data
 
 
+def _write_config(tmp_path, zookeeper_port, extra=""):
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "broker.id=7\n"
+        "listeners=PLAINTEXT://127.0.0.1:0\n"
+        f"log.dirs={tmp_path / 'logs'}\n"
+        f"zookeeper.connect=127.0.0.1:{zookeeper_port}\n" + extra
+    )
+    return config
+
+
 async def test_a_broker_process_registers_and_shuts_down_on_sigterm(tmp_path):
     network = transport.TcpNetwork()
     async with zkstub.open_server(network=network, address=("127.0.0.1", 0)) as server:
         port = server.address[1]
-        config = tmp_path / "server.properties"
-        config.write_text(
-            "broker.id=7\n"
-            "listeners=PLAINTEXT://127.0.0.1:0\n"
-            f"log.dirs={tmp_path / 'logs'}\n"
-            f"zookeeper.connect=127.0.0.1:{port}\n"
-        )
+        config = _write_config(tmp_path, port)
         process = await trio.lowlevel.open_process(
             [sys.executable, "-m", "kcore.cli", "broker", "--config", str(config),
              "--override", "controlled.shutdown.retry.backoff.ms=100"],
@@ -58,14 +63,7 @@ async def test_a_broker_that_cannot_reach_zookeeper_says_so_in_one_line(tmp_path
     # A port with nothing listening: bind one, then close it.
     async with zkstub.open_server(network=network, address=("127.0.0.1", 0)) as server:
         port = server.address[1]
-    config = tmp_path / "server.properties"
-    config.write_text(
-        "broker.id=7\n"
-        "listeners=PLAINTEXT://127.0.0.1:0\n"
-        f"log.dirs={tmp_path / 'logs'}\n"
-        f"zookeeper.connect=127.0.0.1:{port}\n"
-        "zookeeper.connection.timeout.ms=1000\n"
-    )
+    config = _write_config(tmp_path, port, "zookeeper.connection.timeout.ms=1000\n")
     result = await trio.run_process(
         [sys.executable, "-m", "kcore.cli", "broker", "--config", str(config)],
         capture_stdout=True, capture_stderr=True, check=False,
