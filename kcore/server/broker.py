@@ -219,6 +219,9 @@ class BrokerServer:
             # above the largest fetch response (replica.fetch.response.max.bytes, the
             # consumers' fetch.max.bytes); Kafka's default, 100 MiB, does.
             max_frame_bytes=self.config.socket_request_max_bytes,
+            # Kafka's queued.max.request.bytes: reading stops while requests in flight hold
+            # this much (kcore's default bounds it; -1 is Kafka's unbounded default).
+            max_queued_bytes=self.config.queued_max_request_bytes,
         )
         self._processing_requests.set()
 
