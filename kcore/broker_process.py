@@ -30,7 +30,10 @@ def load_config(path: str | None, overrides: Mapping[str, Any]) -> KafkaConfig:
 
 
 async def run_broker(config: KafkaConfig, *, seed: int | None = None) -> None:
-    """Serves until SIGTERM / SIGINT, then shuts down cleanly."""
+    """Serves until SIGTERM / SIGINT, then shuts down cleanly: a controlled shutdown of at
+    most `_CONTROLLED_SHUTDOWN_BACKOFFS` retry backoffs (a second signal ends it at once),
+    then the clean stop, which closes the ZooKeeper session last. The broker is never
+    cancelled: a process stopped by a signal never leaves its session to expire."""
     rng = random.Random(seed)
     broker = BrokerServer(config, transport.TcpNetwork(), rng)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -42,10 +45,31 @@ async def run_broker(config: KafkaConfig, *, seed: int | None = None) -> None:
                 f"kcore broker {broker.broker_id} listening on {endpoint.host}:{endpoint.port}",
                 flush=True,
             )
-            async for signum in signals:
-                logger.info("Broker %d got %s: controlled shutdown",
-                            broker.broker_id, signal.Signals(signum).name)  # fmt: skip
-                with trio.move_on_after(config.controlled_shutdown_retry_backoff_ms / 1000 * 4):
-                    await broker.shutdown()
-                nursery.cancel_scope.cancel()
-                break
+            nursery.start_soon(_shutdown_on_signals, broker, signals, config)
+
+
+# The controlled shutdown's bound, in `controlled.shutdown.retry.backoff.ms`.
+_CONTROLLED_SHUTDOWN_BACKOFFS = 4
+
+
+async def _shutdown_on_signals(broker: BrokerServer, signals: Any, config: KafkaConfig) -> None:
+    """Waits for the broker's run to end (a failure) or a signal (a shutdown)."""
+    async for signum in signals:
+        logger.info("Broker %d got %s: controlled shutdown",
+                    broker.broker_id, signal.Signals(signum).name)  # fmt: skip
+        break
+    async with trio.open_nursery() as shutting_down:
+        shutting_down.start_soon(_skip_on_next_signal, broker, signals)
+        await broker.shutdown(
+            controlled_shutdown_timeout=_CONTROLLED_SHUTDOWN_BACKOFFS
+            * config.controlled_shutdown_retry_backoff_ms
+            / 1000
+        )
+        shutting_down.cancel_scope.cancel()
+
+
+async def _skip_on_next_signal(broker: BrokerServer, signals: Any) -> None:
+    async for signum in signals:
+        logger.info("Broker %d got %s again: skipping the rest of the controlled shutdown",
+                    broker.broker_id, signal.Signals(signum).name)  # fmt: skip
+        broker.skip_controlled_shutdown()

@@ -30,9 +30,52 @@ from transport._errors import (
 )
 from transport._writer import FrameWriter
 
-__all__ = ["Handler", "Request", "RpcServer", "ServerConnection"]
+__all__ = ["Handler", "Request", "RpcServer", "ServerConnection", "message_bytes"]
 
 log = logging.getLogger(__name__)
+
+
+def message_bytes(message: object) -> int:
+    """About the bytes a decoded message holds: its bytes and strings, plus one per other
+    element (what the request bound counts; its frame held about as much)."""
+    total = 0
+    pending = [message]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, bytes | bytearray | str):
+            total += len(item)
+        elif isinstance(item, list | tuple):
+            total += 1
+            pending.extend(item)
+        elif isinstance(item, dict):
+            total += 1
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        else:
+            total += 1
+    return total
+
+
+class _QueuedBytes:
+    """A server's bytes of requests received and not yet answered (Kafka's
+    queued.max.request.bytes memory pool), shared by its connections; a bound of 0 or less
+    is none. A connection stops reading while the bound is reached, except for its first
+    request in flight (so no connection waits on another's answer for ever)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.waiting: set[_Pipeline] = set()
+
+    @property
+    def exhausted(self) -> bool:
+        return 0 < self.limit <= self.used
+
+    def release(self, size: int) -> None:
+        self.used -= size
+        if self.waiting and not self.exhausted:
+            for pipeline in list(self.waiting):
+                pipeline.reader_waiting.unpark_all()
 
 
 class ServerConnection:
@@ -97,8 +140,10 @@ class _Pipeline:
     a sequence number per request so responses leave in arrival order, the count in flight
     (reading pauses at the bound), and the queue the connection's workers take work from."""
 
-    def __init__(self, client: ServerConnection, writer: FrameWriter) -> None:
+    def __init__(self, client: ServerConnection, writer: FrameWriter, queued: _QueuedBytes) -> None:
         self.client = client
+        self.queued = queued
+        self.sizes: deque[int] = deque()  # per request in flight, in arrival order
         self.writer = writer
         self.work: deque[_Work] = deque()
         self.idle_workers = trio.lowlevel.ParkingLot()
@@ -109,11 +154,13 @@ class _Pipeline:
         self._next_to_send = 0
         self._finished: dict[int, bytes] = {}  # responses waiting for an earlier one
 
-    def admit(self) -> int:
-        """A request arrived: its sequence number."""
+    def admit(self, size: int) -> int:
+        """A request of about `size` bytes arrived: its sequence number."""
         seq = self._next_seq
         self._next_seq += 1
         self.in_flight += 1
+        self.sizes.append(size)
+        self.queued.used += size
         return seq
 
     def complete(self, seq: int, frame: bytes) -> None:
@@ -135,6 +182,8 @@ class _Pipeline:
 
     def written(self, count: int) -> None:
         self.in_flight -= count
+        # Responses are written in arrival order: these are the oldest requests'.
+        self.queued.release(sum(self.sizes.popleft() for _ in range(count)))
         if self.reader_waiting:
             self.reader_waiting.unpark()
 
@@ -147,7 +196,10 @@ class RpcServer:
     arrived (Kafka's per-connection ordering). With `ordered=False` a connection's
     handlers run concurrently, at most `max_in_flight_per_connection` at once (reading
     pauses at the bound); with `ordered=True` they run one at a time in arrival order
-    (ZooKeeper's per-session order). Bad input never takes the server down: an unknown api
+    (ZooKeeper's per-session order). `max_queued_bytes` (above 0; default none) bounds the
+    bytes of requests received and not yet answered across all connections, as Kafka's
+    queued.max.request.bytes does: past it, connections stop reading (backpressure), each
+    keeping one request in flight. Bad input never takes the server down: an unknown api
     key gets an `INVALID_REQUEST` response, a malformed frame or envelope closes that
     connection with one log line naming the peer and the reason.
     """
@@ -162,6 +214,7 @@ class RpcServer:
         on_connect: ConnectionHook | None = None,
         on_disconnect: ConnectionHook | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_queued_bytes: int = -1,
     ) -> None:
         if max_in_flight_per_connection < 1:
             raise ValueError(
@@ -175,21 +228,30 @@ class RpcServer:
         self._on_connect = on_connect
         self._on_disconnect = on_disconnect
         self._max_workers = 1 if ordered else max_in_flight_per_connection
+        self._queued = _QueuedBytes(max_queued_bytes)
 
     def __repr__(self) -> str:
         return f"<RpcServer {self.name}>"
+
+    @property
+    def queued_request_bytes(self) -> int:
+        """About the bytes of the requests received and not yet answered, all connections."""
+        return self._queued.used
 
     async def handle_connection(self, conn: MessageConnection) -> None:
         conn.max_frame_bytes = self.max_frame_bytes
         writer = FrameWriter(conn)
         client = ServerConnection(conn, writer, max_frame_bytes=self.max_frame_bytes)
-        pipeline = _Pipeline(client, writer)
+        pipeline = _Pipeline(client, writer, self._queued)
         self._call_hook(self._on_connect, client)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop, pipeline, nursery.cancel_scope)
                 nursery.start_soon(self._read_loop, pipeline, nursery)
         finally:
+            self._queued.waiting.discard(pipeline)
+            self._queued.release(sum(pipeline.sizes))  # requests that will not be answered
+            pipeline.sizes.clear()
             client.closed.set()
             self._call_hook(self._on_disconnect, client)
             with trio.CancelScope(shield=True):
@@ -215,8 +277,14 @@ class RpcServer:
             while True:
                 message = await conn.receive()
                 self._dispatch(pipeline, message, nursery)
-                while pipeline.in_flight >= limit:
-                    await pipeline.reader_waiting.park()
+                while pipeline.in_flight >= limit or (
+                    self._queued.exhausted and pipeline.in_flight > 0
+                ):
+                    self._queued.waiting.add(pipeline)
+                    try:
+                        await pipeline.reader_waiting.park()
+                    finally:
+                        self._queued.waiting.discard(pipeline)
         except TruncatedFrameError as exc:
             self._reject(client, exc)
         except ConnectionClosedError as exc:
@@ -231,7 +299,7 @@ class RpcServer:
 
     def _dispatch(self, pipeline: _Pipeline, message: object, nursery: trio.Nursery) -> None:
         api_key, api_version, correlation_id, client_id, body = parse_request(message)
-        seq = pipeline.admit()
+        seq = pipeline.admit(message_bytes(message))
         handler = self.handlers.get(api_key)
         if handler is None:
             reason = f"unknown api key {api_key}"

@@ -81,6 +81,9 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("socket.send.buffer.bytes", "int", 102400),
         ConfigDef("socket.receive.buffer.bytes", "int", 102400),
         ConfigDef("socket.request.max.bytes", "int", 104857600, at_least=1),
+        # Kafka's default is -1 (unbounded); kcore bounds the bytes of requests in flight by
+        # default, so pipelined large produces cannot grow a broker without limit.
+        ConfigDef("queued.max.request.bytes", "long", 104857600, at_least=-1),
         ConfigDef("ssl.keystore.password", "password", None),
         ConfigDef("ssl.key.password", "password", None),
         ConfigDef("ssl.truststore.password", "password", None),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import enum
 import logging
+import math
 import pathlib
 import random
 import time
@@ -30,6 +31,7 @@ from kcore.controller.controller import KafkaController
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
 from kcore.server.apis import KafkaApis
+from kcore.server.controlled_shutdown import movable_partitions
 from kcore.server.log_dir_failure import LogDirFailureChannel
 from kcore.server.log_manager import LogManager, MemoryLogStorage
 from kcore.server.metadata_cache import MetadataCache
@@ -94,6 +96,7 @@ class BrokerServer:
     # controller: the handlers ask it things.
     _request_server: transport.RpcServer | None = attrs.field(default=None, init=False)
     _processing_requests: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _controlled_shutdown_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.metadata_cache = MetadataCache(self.config.broker_id)
@@ -134,9 +137,13 @@ class BrokerServer:
                 if failure is not None:
                     await self._stop_after_log_dir_failure(zk_client, *failure)
                 else:  # `shutdown`: everything that served has stopped
-                    if self.replica_manager is not None:
-                        self.replica_manager.shutdown()
-                    await zk_client.close()
+                    try:
+                        if self.replica_manager is not None:
+                            self.replica_manager.shutdown()
+                    finally:
+                        # Last, whatever happened before: the registration and any
+                        # /controller held go now, not a session timeout later.
+                        await zk_client.close()
                     logger.info("[KafkaServer id=%d] shut down completed", self.broker_id)
         finally:
             self.state = BrokerState.NOT_RUNNING
@@ -212,6 +219,9 @@ class BrokerServer:
             # above the largest fetch response (replica.fetch.response.max.bytes, the
             # consumers' fetch.max.bytes); Kafka's default, 100 MiB, does.
             max_frame_bytes=self.config.socket_request_max_bytes,
+            # Kafka's queued.max.request.bytes: reading stops while requests in flight hold
+            # this much (kcore's default bounds it; -1 is Kafka's unbounded default).
+            max_queued_bytes=self.config.queued_max_request_bytes,
         )
         self._processing_requests.set()
 
@@ -263,35 +273,68 @@ class BrokerServer:
 
     # -- shutdown -------------------------------------------------------------------------
 
-    async def shutdown(self) -> None:
+    async def shutdown(self, *, controlled_shutdown_timeout: float | None = None) -> None:
         """Kafka's clean shutdown: first a controlled shutdown (the controller moves this
         broker's leaderships away, so producers barely notice), then everything stops, the
         logs are flushed and checkpointed, and the session is closed, so the registration
-        goes at once (a crash leaves it until the session expires)."""
+        goes at once (a crash leaves it until the session expires).
+
+        The controlled shutdown ends after `controlled.shutdown.max.retries`, at
+        `controlled_shutdown_timeout` seconds, or on `skip_controlled_shutdown`; whatever
+        ended it, the clean stop follows and closes the session last."""
         if self.state is BrokerState.RUNNING and self.config.controlled_shutdown_enable:
             self.state = BrokerState.PENDING_CONTROLLED_SHUTDOWN
             if self.replica_manager is not None:
                 self.replica_manager.begin_controlled_shutdown()
-            await self._controlled_shutdown()
+            limit = math.inf if controlled_shutdown_timeout is None else controlled_shutdown_timeout
+            with trio.move_on_after(limit) as self._controlled_shutdown_scope:
+                await self._controlled_shutdown()
+            if self._controlled_shutdown_scope.cancelled_caught:
+                logger.warning("Broker %d: controlled shutdown cut short; shutting down without it",
+                               self.broker_id)  # fmt: skip
         self.state = BrokerState.SHUTTING_DOWN
         if self._serve_scope is not None:
             self._serve_scope.cancel()
         await self._stopped.wait()
 
+    def skip_controlled_shutdown(self) -> None:
+        """Ends a controlled shutdown in progress (a second SIGTERM): the broker goes on to
+        its clean stop at once."""
+        if self._controlled_shutdown_scope is not None:
+            self._controlled_shutdown_scope.cancel()
+
     async def _controlled_shutdown(self) -> bool:
         """Asks the controller to move leadership off this broker, retrying
-        `controlled.shutdown.max.retries` times; False if it never completed."""
+        `controlled.shutdown.max.retries` times; False if it never completed.
+
+        Between attempts it waits `controlled.shutdown.retry.backoff.ms`, or less if the
+        controller or the registered brokers change first (a new controller elected, a
+        broker gone), since that is what a retry needs."""
         retries = self.config.controlled_shutdown_max_retries
         backoff = self.config.controlled_shutdown_retry_backoff_ms / 1000
         timeout = self.config.controller_socket_timeout_ms / 1000
+        changed = trio.Event()
         for attempt in range(retries + 1):
             if attempt:
-                await trio.sleep(backoff)
+                with trio.move_on_after(backoff):
+                    await changed.wait()
             # Bounded like the request itself: an isolated broker's ZooKeeper calls wait for a
             # connection that may never come, and a shutdown must end.
             controller = None
+            live_brokers = None
+            changed = trio.Event()
             with trio.move_on_after(timeout):
+                live_brokers = await self._watch_cluster(changed.set)
                 controller = await self._controller_endpoint()
+            movable = None if live_brokers is None else self._movable_partitions(live_brokers)
+            if controller is None and movable == []:
+                # No controller, and nothing led here has another live replica (a whole
+                # cluster stopping at once): there is nothing a controller could move.
+                logger.info(
+                    "Broker %d: no controller, and nothing led here can move: no other "
+                    "replica is alive; proceeding", self.broker_id,
+                )  # fmt: skip
+                return False
             if controller is None:
                 logger.info("Broker %d: no controller for controlled shutdown; retrying",
                             self.broker_id)  # fmt: skip
@@ -305,7 +348,7 @@ class BrokerServer:
             if response.error_code == 0 and not response.remaining_partitions:
                 logger.info("Broker %d: controlled shutdown succeeded", self.broker_id)
                 return True
-            stranded = self._without_another_live_replica(response.remaining_partitions)
+            stranded = self._without_another_live_replica(response.remaining_partitions, movable)
             if response.error_code == 0 and len(stranded) == len(response.remaining_partitions):
                 # Every partition still led here has no other live replica (its brokers are
                 # gone, say a whole cluster stopping at once): no retry can move them.
@@ -322,15 +365,42 @@ class BrokerServer:
         logger.warning("Broker %d: proceeding to an unclean shutdown", self.broker_id)
         return False
 
-    def _without_another_live_replica(self, entries: Any) -> list[TopicPartition]:
+    async def _watch_cluster(self, on_change: Callable[[], None]) -> set[int] | None:
+        """The registered broker ids, with `on_change` armed on them and on /controller;
+        None if ZooKeeper does not answer."""
+        if self.zk_client is None:
+            return None
+        try:
+            await self.zk_client.watch_controller(on_deleted=on_change, on_changed=on_change)
+            return set(await self.zk_client.get_all_brokers(watch=on_change))
+        except ZooKeeperError:
+            return None
+
+    def _movable_partitions(self, live_brokers: set[int]) -> list[TopicPartition]:
+        """The partitions led here (with more than one replica, as Kafka's
+        replicatedPartitionsBrokerLeads) that another registered broker could lead."""
+        if self.replica_manager is None:
+            return []
+        return movable_partitions(
+            self.broker_id,
+            {tp: p.replicas for tp, p in self.replica_manager.partitions.items() if p.is_leader},
+            live_brokers,
+        )
+
+    def _without_another_live_replica(
+        self, entries: Any, movable: list[TopicPartition] | None
+    ) -> list[TopicPartition]:
         """The partitions among `entries` whose replicas, other than this broker, are all
-        dead as far as the controller last told this broker."""
+        dead: not registered in ZooKeeper (`movable` lists those that have another), or
+        not alive as far as the controller last told this broker."""
         stranded = []
         for entry in entries:
             tp = TopicPartition(entry.topic, entry.partition)
             state = self.metadata_cache.partitions.get(tp)
             others = () if state is None else [r for r in state.replicas if r != self.broker_id]
-            if not any(self.metadata_cache.alive_broker(r) is not None for r in others):
+            if not any(self.metadata_cache.alive_broker(r) is not None for r in others) or (
+                movable is not None and tp not in movable
+            ):
                 stranded.append(tp)
         return stranded
 

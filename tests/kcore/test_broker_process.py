@@ -7,6 +7,7 @@ import sys
 
 import trio
 
+import kcore
 import transport
 import zkstub
 
@@ -75,3 +76,55 @@ async def test_a_broker_that_cannot_reach_zookeeper_says_so_in_one_line(tmp_path
     assert stderr.splitlines()[-1].startswith(
         f"kcore broker: ZooKeeperUnreachableError: cannot reach ZooKeeper at 127.0.0.1:{port}"
     )
+
+
+def _broker_config(tmp_path, broker_id: int, zk_port: int) -> str:
+    config = tmp_path / f"server-{broker_id}.properties"
+    config.write_text(
+        f"broker.id={broker_id}\n"
+        "listeners=PLAINTEXT://127.0.0.1:0\n"
+        f"log.dirs={tmp_path / f'broker-{broker_id}'}\n"
+        f"zookeeper.connect=127.0.0.1:{zk_port}\n"
+    )
+    return str(config)
+
+
+async def test_three_brokers_stopped_together_each_shut_down_cleanly(tmp_path):
+    """SIGTERM to a whole cluster at once: no broker is left waiting for a controlled shutdown
+    that nobody can grant; each exits 0 and closes its session, so no registration stays."""
+    network = transport.TcpNetwork()
+    async with zkstub.open_server(network=network, address=("127.0.0.1", 0)) as server:
+        port = server.address[1]
+        processes = []
+        try:
+            for broker_id in (1, 2, 3):
+                config = _broker_config(tmp_path, broker_id, port)
+                # Retries that outlast the controlled shutdown's bound (4 backoffs), so that
+                # brokers waiting on each other reach it.
+                command = [sys.executable, "-m", "kcore.cli", "broker", "--config", config,
+                           "--override", "controlled.shutdown.max.retries=20",
+                           "--override", "controlled.shutdown.retry.backoff.ms=500"]  # fmt: skip
+                process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE)
+                processes.append(process)
+            servers = []
+            for process in processes:
+                with trio.fail_after(60):
+                    line = await _read_line(process.stdout)
+                servers.append(line.decode().split(" listening on ")[1].strip())
+            async with zkstub.connect(f"127.0.0.1:{port}", network=network) as zk:
+                async with kcore.Admin(",".join(servers)) as admin:
+                    await admin.create_topic("t", partitions=6, replication_factor=3)
+                for process in processes:
+                    process.send_signal(signal.SIGTERM)
+                # Bounded well inside the 20 s the controlled shutdown may take, and inside
+                # the sessions' timeout: had one been left open, its registration would
+                # still be there.
+                with trio.fail_after(60):
+                    codes = [await process.wait() for process in processes]
+                assert codes == [0, 0, 0]
+                assert await zk.get_children("/brokers/ids") == []
+        finally:
+            for process in processes:
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()

@@ -463,3 +463,23 @@ async def test_a_malformed_response_closes_the_client_connection(kit, clock, nur
         assert "malformed response envelope" in str(info.value)
     (line,) = [r.getMessage() for r in caplog.records if r.name == "transport._client"]
     assert rpc.peer_name in line
+
+
+async def test_reading_pauses_while_queued_request_bytes_are_at_the_bound(
+    kit, clock, nursery, gated
+):
+    # Requests of about 1000 bytes each against a 2500-byte bound: the third one read
+    # reaches it, and nothing more is read until answers free some.
+    server, served = await kit.start_rpc(nursery, {1: gated.handler}, max_queued_bytes=2500)
+    conn = await kit.node("alice").connect(served.address)
+    payload = b"x" * 1000
+    await conn.send_many([[1, 0, i, "alice", [i, payload]] for i in range(10)])
+    await poll_until(lambda: len(gated.started) >= 3, timeout=30, every=0.001)
+    await trio.testing.wait_all_tasks_blocked()
+    assert len(gated.started) == 3
+    assert server.queued_request_bytes < 2500 + 1100
+    gated.gate.set()
+    answers = [await conn.receive() for _ in range(10)]
+    assert [answer[0] for answer in answers] == list(range(10))
+    # Released once each answer is written, which the client may see first.
+    await poll_until(lambda: server.queued_request_bytes == 0, timeout=30, every=0.001)
