@@ -34,6 +34,7 @@ from transport._errors import (
     TransportError,
     TruncatedFrameError,
 )
+from transport._foreign import FrameProtocol
 from transport._network import ConnectionHandler, Listener, Network
 from transport._reconnect import RpcClient, open_rpc_client
 from transport._server import Request, RpcServer, ServerConnection
@@ -55,6 +56,7 @@ __all__ = [
     "ExponentialBackoff",
     "FrameDecodeError",
     "FrameDecoder",
+    "FrameProtocol",
     "FrameTooLargeError",
     "Listener",
     "MessageConnection",

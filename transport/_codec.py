@@ -1,14 +1,16 @@
 """Sans-IO framing: a 4-byte big-endian length, then one msgpack object.
 
 No awaits, no sockets: `encode_frame` turns a message into bytes, `FrameDecoder` turns a
-stream of byte chunks (split anywhere) back into messages.
+stream of byte chunks (split anywhere) back into messages. A decoder can also hand a
+connection over to a second protocol with the same framing (Kafka's: a 4-byte size, then a
+binary request): the first frame decides, and from then on every frame comes out as raw bytes.
 """
 
 from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import msgpack
 
@@ -86,6 +88,10 @@ def encode_frames(objs: Iterable[object], max_frame_bytes: int = DEFAULT_MAX_FRA
 class FrameDecoder:
     """Feed it bytes as they arrive; it returns every message completed so far.
 
+    With `claims_raw` set, the first complete frame's body is shown to it before it is
+    unpacked: if it returns True, that frame and every later one are returned as their raw
+    body bytes (`raw` becomes True) instead of being unpacked as msgpack.
+
     A header announcing more than `max_frame_bytes` raises `FrameTooLargeError` at once,
     before any of that body is buffered; a body that is not one msgpack object raises
     `FrameDecodeError`. Either error carries `.decoded`, the messages completed before the
@@ -93,12 +99,28 @@ class FrameDecoder:
     resynchronised, so every later `feed` raises the same error).
     """
 
-    __slots__ = ("_buffer", "_failure", "_need", "max_frame_bytes")
+    __slots__ = (
+        "_buffer",
+        "_failure",
+        "_need",
+        "_undecided",
+        "claims_raw",
+        "max_frame_bytes",
+        "raw",
+    )
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(
+        self,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        *,
+        claims_raw: Callable[[bytes], bool] | None = None,
+    ) -> None:
         if max_frame_bytes < 1:
             raise ValueError(f"max_frame_bytes must be positive, got {max_frame_bytes}")
         self.max_frame_bytes = max_frame_bytes
+        self.claims_raw = claims_raw
+        self.raw = False
+        self._undecided = True  # no frame seen yet: the first one may switch to raw
         self._buffer = bytearray()
         # Bytes the next step needs buffered: a header, or a header plus its body. Saves
         # re-reading the header of a large frame on every 64 KiB chunk.
@@ -136,7 +158,12 @@ class FrameDecoder:
                 if end > end_of_data:
                     self._need = end - pos
                     break
-                messages.append(unpack(view[pos + HEADER_BYTES : end]))
+                body = view[pos + HEADER_BYTES : end]
+                if self._undecided:
+                    self._undecided = False
+                    claims = self.claims_raw
+                    self.raw = claims is not None and claims(bytes(body))
+                messages.append(bytes(body) if self.raw else unpack(body))
                 pos = end
             else:
                 self._need = HEADER_BYTES

@@ -91,6 +91,22 @@ class MessageConnection:
         self._decoder.max_frame_bytes = value
 
     @property
+    def claims_raw(self) -> Callable[[bytes], bool] | None:
+        """Shown the first frame's body before it is unpacked; True hands this connection to
+        a second protocol: `receive` then returns every frame's body as raw bytes. Set it
+        before the first `receive`."""
+        return self._decoder.claims_raw
+
+    @claims_raw.setter
+    def claims_raw(self, value: Callable[[bytes], bool] | None) -> None:
+        self._decoder.claims_raw = value
+
+    @property
+    def raw(self) -> bool:
+        """True once the first frame was claimed by `claims_raw`."""
+        return self._decoder.raw
+
+    @property
     def is_closed(self) -> bool:
         """True once `aclose` was called on this side."""
         return self._closed
@@ -111,6 +127,8 @@ class MessageConnection:
         batch: list[bytes] = []
         size = 0
         for frame in frames:
+            if not frame:
+                continue  # a request answered with nothing (RpcServer's foreign protocol)
             if batch and size + len(frame) > JOIN_LIMIT_BYTES:
                 await self.send_bytes(b"".join(batch))
                 batch = []

@@ -28,6 +28,7 @@ from transport._errors import (
     RemoteProtocolError,
     TruncatedFrameError,
 )
+from transport._foreign import FrameProtocol
 from transport._writer import FrameWriter
 
 __all__ = ["Handler", "Request", "RpcServer", "ServerConnection", "message_bytes"]
@@ -106,8 +107,8 @@ class ServerConnection:
     def push(self, body: object) -> bool:
         """Queues `[-1, 0, body]` behind the responses already queued (never blocks).
         False, and nothing sent, when the connection is closed or closing."""
-        if self._writer.closing or self.closed.is_set():
-            return False
+        if self._writer.closing or self.closed.is_set() or self.connection.raw:
+            return False  # a connection speaking a second protocol has no msgpack pushes
         self._writer.put(encode_push(body, self._max_frame_bytes))
         return True
 
@@ -132,7 +133,10 @@ class Request:
 
 Handler = Callable[[Request], Awaitable[object]]
 ConnectionHook = Callable[[ServerConnection], object]
-_Work = tuple[int, Handler, Request]
+# The request's sequence number, its handler, the request, and the protocol that encodes its
+# answer (None: kcore's msgpack envelope).
+_Work = tuple[int, Handler, Request, "FrameProtocol | None"]
+UNSUPPORTED_VERSION = 35  # Kafka's code, what a second protocol answers for an unknown api
 
 
 class _Pipeline:
@@ -164,7 +168,9 @@ class _Pipeline:
         return seq
 
     def complete(self, seq: int, frame: bytes) -> None:
-        """A response is ready: queue it, and any later ones that were waiting for it."""
+        """A response is ready: queue it, and any later ones that were waiting for it. An
+        empty frame (a request that gets no answer) still goes through the writer, so the
+        request counts as answered once everything before it is written."""
         if seq != self._next_to_send:
             self._finished[seq] = frame
             return
@@ -202,6 +208,10 @@ class RpcServer:
     keeping one request in flight. Bad input never takes the server down: an unknown api
     key gets an `INVALID_REQUEST` response, a malformed frame or envelope closes that
     connection with one log line naming the peer and the reason.
+
+    With `foreign_protocol`, a connection whose first frame that protocol claims speaks it
+    for its whole life: its frames are parsed, dispatched to the protocol's own handlers and
+    answered in its encoding, through the same pipeline (bounds, ordering) as msgpack ones.
     """
 
     def __init__(
@@ -215,6 +225,7 @@ class RpcServer:
         on_disconnect: ConnectionHook | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_queued_bytes: int = -1,
+        foreign_protocol: FrameProtocol | None = None,
     ) -> None:
         if max_in_flight_per_connection < 1:
             raise ValueError(
@@ -229,6 +240,7 @@ class RpcServer:
         self._on_disconnect = on_disconnect
         self._max_workers = 1 if ordered else max_in_flight_per_connection
         self._queued = _QueuedBytes(max_queued_bytes)
+        self.foreign_protocol = foreign_protocol
 
     def __repr__(self) -> str:
         return f"<RpcServer {self.name}>"
@@ -240,6 +252,8 @@ class RpcServer:
 
     async def handle_connection(self, conn: MessageConnection) -> None:
         conn.max_frame_bytes = self.max_frame_bytes
+        if self.foreign_protocol is not None:
+            conn.claims_raw = self.foreign_protocol.claims
         writer = FrameWriter(conn)
         client = ServerConnection(conn, writer, max_frame_bytes=self.max_frame_bytes)
         pipeline = _Pipeline(client, writer, self._queued)
@@ -276,7 +290,10 @@ class RpcServer:
         try:
             while True:
                 message = await conn.receive()
-                self._dispatch(pipeline, message, nursery)
+                if conn.raw:
+                    self._dispatch_foreign(pipeline, message, nursery)  # type: ignore[arg-type]
+                else:
+                    self._dispatch(pipeline, message, nursery)
                 while pipeline.in_flight >= limit or (
                     self._queued.exhausted and pipeline.in_flight > 0
                 ):
@@ -309,7 +326,26 @@ class RpcServer:
             )
             return
         request = Request(api_key, api_version, correlation_id, client_id, body, pipeline.client)
-        pipeline.work.append((seq, handler, request))
+        self._enqueue(pipeline, (seq, handler, request, None), nursery)
+
+    def _dispatch_foreign(self, pipeline: _Pipeline, frame: bytes, nursery: trio.Nursery) -> None:
+        protocol = self.foreign_protocol
+        assert protocol is not None  # only a connection it claimed is raw
+        api_key, api_version, correlation_id, client_id, body = protocol.parse_request(frame)
+        seq = pipeline.admit(len(frame))
+        request = Request(api_key, api_version, correlation_id, client_id, body, pipeline.client)
+        handler = protocol.handlers.get(api_key)
+        if handler is None:
+            reason = f"unknown api key {api_key}"
+            log.warning("%s: %s in a request from %s", self.name, reason, pipeline.client.peer_name)
+            pipeline.complete(
+                seq, protocol.encode_error(request, UNSUPPORTED_VERSION, reason) or b""
+            )
+            return
+        self._enqueue(pipeline, (seq, handler, request, protocol), nursery)
+
+    def _enqueue(self, pipeline: _Pipeline, work: _Work, nursery: trio.Nursery) -> None:
+        pipeline.work.append(work)
         # Hand the work to an idle worker, or start one; workers live as long as the
         # connection, so a steady stream of requests spawns no tasks.
         if not pipeline.idle_workers.unpark() and pipeline.workers < self._max_workers:
@@ -320,8 +356,11 @@ class RpcServer:
         work = pipeline.work
         while True:
             while work:
-                seq, handler, request = work.popleft()
-                pipeline.complete(seq, await self._answer(handler, request))
+                seq, handler, request, protocol = work.popleft()
+                if protocol is None:
+                    pipeline.complete(seq, await self._answer(handler, request))
+                else:
+                    pipeline.complete(seq, await self._answer_foreign(protocol, handler, request))
             await pipeline.idle_workers.park()
 
     async def _answer(self, handler: Handler, request: Request) -> bytes:
@@ -353,6 +392,48 @@ class RpcServer:
                 {"error_message": f"{type(exc).__name__}: {exc}"},
             )
         return self._encode(request, NONE, body)
+
+    async def _answer_foreign(
+        self, protocol: FrameProtocol, handler: Handler, request: Request
+    ) -> bytes:
+        """As `_answer`, in the second protocol's encoding (b"": no response is sent)."""
+        try:
+            body = await handler(request)
+        except RpcError as exc:
+            return self._encode_foreign_error(protocol, request, exc.error_code, exc.message)
+        except Exception as exc:
+            log.exception(
+                "%s: %s handler for api key %d failed on a request from %s",
+                self.name,
+                protocol.name,
+                request.api_key,
+                request.connection.peer_name,
+            )
+            reason = f"{type(exc).__name__}: {exc}"
+            return self._encode_foreign_error(protocol, request, UNKNOWN_SERVER_ERROR, reason)
+        try:
+            return protocol.encode_response(request, body) or b""
+        except Exception as exc:
+            reason = f"{protocol.name} response to api key {request.api_key} cannot be sent: {exc}"
+            log.error("%s: %s (request from %s)", self.name, reason, request.connection.peer_name)
+            return self._encode_foreign_error(protocol, request, UNKNOWN_SERVER_ERROR, reason)
+
+    def _encode_foreign_error(
+        self, protocol: FrameProtocol, request: Request, error_code: int, message: str
+    ) -> bytes:
+        try:
+            return protocol.encode_error(request, error_code, message) or b""
+        except Exception:
+            # Nothing can be said in this protocol: close rather than leave the client
+            # waiting for an answer that never comes.
+            log.exception(
+                "%s: cannot encode a %s error response; closing the connection from %s",
+                self.name,
+                protocol.name,
+                request.connection.peer_name,
+            )
+            request.connection.close()
+            return b""
 
     def _encode(self, request: Request, error_code: int, body: object) -> bytes:
         try:

@@ -149,3 +149,18 @@ def test_unpackable_objects_raise_type_error_naming_them():
 def test_encode_frames_equals_the_frames_joined():
     assert encode_frames(MESSAGES) == b"".join(encode_frame(m) for m in MESSAGES)
     assert encode_frames([]) == b""
+
+
+def test_a_claimed_first_frame_turns_the_stream_raw():
+    decoder = FrameDecoder(claims_raw=lambda body: body[:1] == b"\x00")
+    kafka_like = [b"\x00\x12rest", b"\x95not msgpack after all"]
+    stream = b"".join(struct.pack(">I", len(body)) + body for body in kafka_like)
+    assert decoder.feed(stream[:3]) == []
+    assert decoder.feed(stream[3:]) == kafka_like
+    assert decoder.raw
+
+
+def test_an_unclaimed_first_frame_keeps_the_stream_msgpack():
+    decoder = FrameDecoder(claims_raw=lambda body: body[:1] == b"\x00")
+    assert decoder.feed(encode_frames([[1, 2], b"\x00bytes"])) == [[1, 2], b"\x00bytes"]
+    assert not decoder.raw
