@@ -1,0 +1,116 @@
+"""A kcore cluster started as a user would start one: a `zkstub serve` process and three
+`kcore broker --config server.properties` processes on 127.0.0.1."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import attrs
+import pytest
+
+# A crashed broker's partitions move once its ZooKeeper session expires: short, so a leader
+# crash in a test takes seconds (the session timeout is a floor that a test waits out).
+SESSION_TIMEOUT_MS = 6000
+START_TIMEOUT_S = 60.0
+
+
+def _read_line(process: subprocess.Popen, what: str) -> str:
+    assert process.stdout is not None
+    line = process.stdout.readline().decode()
+    if not line:
+        raise RuntimeError(f"{what} exited before saying where it listens: {process.wait()}")
+    return line.strip()
+
+
+@attrs.define
+class BrokerProcess:
+    broker_id: int
+    config: Path
+    process: subprocess.Popen | None = None
+    address: str = ""
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kcore.cli", "broker", "--config", str(self.config)],
+            stdout=subprocess.PIPE,
+        )
+        line = _read_line(self.process, f"broker {self.broker_id}")
+        self.address = line.split(" listening on ")[1]
+
+    def kill(self) -> None:
+        """SIGKILL: no controlled shutdown, the session left to expire (a crash)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@attrs.define
+class KafkaCluster:
+    brokers: dict[int, BrokerProcess]
+    zookeeper: subprocess.Popen
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.address for b in self.brokers.values() if b.address)
+
+    def stop(self) -> None:
+        for broker in self.brokers.values():
+            if broker.process is not None and broker.process.poll() is None:
+                broker.process.send_signal(signal.SIGTERM)
+        for broker in self.brokers.values():
+            broker.stop()
+        self.zookeeper.terminate()
+        self.zookeeper.wait(timeout=30)
+
+
+def start_cluster(root: Path, broker_count: int = 3) -> KafkaCluster:
+    zookeeper = subprocess.Popen(
+        [sys.executable, "-m", "zkstub", "serve", "--host", "127.0.0.1", "--port", "0"],
+        stdout=subprocess.PIPE,
+    )
+    zk_address = _read_line(zookeeper, "zkstub").rsplit(" ", 1)[1]
+    brokers = {}
+    for broker_id in range(1, broker_count + 1):
+        config = root / f"server-{broker_id}.properties"
+        config.write_text(
+            f"broker.id={broker_id}\n"
+            "listeners=PLAINTEXT://127.0.0.1:0\n"
+            f"log.dirs={root / f'broker-{broker_id}'}\n"
+            f"zookeeper.connect={zk_address}\n"
+            f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}\n"
+            "controlled.shutdown.retry.backoff.ms=200\n"
+        )
+        brokers[broker_id] = BrokerProcess(broker_id, config)
+    cluster = KafkaCluster(brokers, zookeeper)
+    try:
+        for broker in brokers.values():
+            broker.start()
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def wait_for(condition, what: str, timeout: float = 60.0, interval: float = 0.1):
+    """Polls `condition()` until it returns something truthy (real time: these clients run
+    on real sockets and their own threads), failing with `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
