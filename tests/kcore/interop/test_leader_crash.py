@@ -62,8 +62,11 @@ def test_acknowledged_records_survive_a_leader_crash(kafka_cluster, require_clie
         producer.poll(0)
         if i == RECORDS // 4:
             # Some records acknowledged by the first leader, then it dies mid-stream.
-            wait_for(lambda: producer.poll(0.1) is not None and len(acknowledged) > 100,
-                     "the first acknowledgements")  # fmt: skip
+            def first_acknowledged() -> bool:
+                producer.poll(0.1)
+                return len(acknowledged) > 100
+
+            wait_for(first_acknowledged, "the first acknowledgements")
             kafka_cluster.brokers[leader].kill()
     assert producer.flush(120) == 0
     assert failed == []
