@@ -227,7 +227,7 @@ class MetadataManager:
         failures = []
         for address in self._candidates():
             try:
-                return await self._connections.request(
+                response = await self._connections.request(
                     address,
                     ApiKey.METADATA,
                     MetadataRequest(topics),
@@ -237,6 +237,16 @@ class MetadataManager:
             except errors.KafkaError as exc:
                 self._log.debug("metadata request to %s:%d failed: %s", *address, exc)
                 failures.append(f"{address[0]}:{address[1]}: {exc}")
+                continue
+            if not response.brokers:
+                # A broker whose cache the controller has not filled yet (just started, or
+                # cut off from the controller) knows no broker and no topic: taking its
+                # answer would forget every leader we know. Kafka's NetworkClient ignores
+                # such an answer too ("Ignoring empty metadata response").
+                self._log.debug("metadata answer from %s:%d names no broker: ignored", *address)
+                failures.append(f"{address[0]}:{address[1]}: its answer named no broker")
+                continue
+            return response
         raise errors.NetworkError(
             "no broker answered a metadata request (" + "; ".join(failures) + ")"
         )

@@ -14,7 +14,12 @@ import trio
 import transport
 from kcore.client import Producer
 from kcore.protocol.api_keys import ApiKey
-from kcore.protocol.data import MetadataPartition, MetadataRequest, MetadataResponse
+from kcore.protocol.data import (
+    MetadataPartition,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataTopic,
+)
 
 from .conftest import FakeCluster
 
@@ -25,8 +30,13 @@ class StaleCacheCluster(FakeCluster):
     stale_views: dict[int, dict[tuple[str, int], tuple[int, int]]] = attrs.field(factory=dict)
     # topic -> its id, when not the fake's usual "id-<topic>" (a recreated topic)
     topic_ids: dict[str, str] = attrs.field(factory=dict)
+    # brokers whose cache is empty (restarted, not yet told anything by the controller)
+    empty_caches: set[int] = attrs.field(factory=set)
 
     async def _metadata(self, broker_id: int, request: MetadataRequest) -> MetadataResponse:
+        if broker_id in self.empty_caches:
+            names = request.topics or ()
+            return MetadataResponse((), -1, tuple(MetadataTopic(n, 3) for n in names), None)
         response = await super()._metadata(broker_id, request)
         view = self.stale_views.get(broker_id, {})
         topics = []
@@ -98,3 +108,27 @@ async def test_a_recreated_topic_takes_the_new_leaders_although_their_epochs_are
         meta = await producer.send("t", b"new")
     assert meta.partition == 0
     assert [b for b, _ in cluster.requests_of(ApiKey.PRODUCE)][-1] == 2
+
+
+async def test_an_answer_naming_no_broker_does_not_erase_what_the_producer_knows(
+    stale_cluster: StaleCacheCluster,
+):
+    cluster = stale_cluster
+    cluster.add_topic("t", 1, leaders=[1])
+    cluster.move_leader("t", 0, 2)  # leader 2 at leader epoch 1
+    async with Producer(
+        cluster.bootstrap,
+        network=cluster.network.node("client-1"),
+        rng=random.Random(42),
+        metadata_max_age_ms=100,
+    ) as producer:
+        await producer.send("t", b"v0")
+        # Broker 3 restarts and the controller has not filled its cache yet; broker 1
+        # (cut off from the controller) still names the leader before the election.
+        cluster.empty_caches.add(3)
+        cluster.stale_views[1] = {("t", 0): (1, 0)}
+        for i in range(1, 40):
+            await producer.send("t", f"v{i}".encode())
+            await trio.sleep(0.05)
+    assert [b for b, _ in cluster.requests_of(ApiKey.METADATA) if b == 3]  # it was asked
+    assert {b for b, _ in cluster.requests_of(ApiKey.PRODUCE)} == {2}
