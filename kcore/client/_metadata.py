@@ -109,12 +109,15 @@ class Cluster:
 
     def merged(self, newer: Cluster, requested: Iterable[str] | None) -> Cluster:
         """`newer` (an answer about `requested` topics, or all when None), keeping what we
-        knew of topics it was not asked about."""
-        if requested is None:
-            return newer
-        asked = set(requested)
-        topics = {name: t for name, t in self.topics.items() if name not in asked}
-        topics.update(newer.topics)
+        knew of topics it was not asked about, and of partitions it describes with an older
+        leader epoch than we know (see `_newest_partitions`)."""
+        topics = {}
+        if requested is not None:
+            asked = set(requested)
+            topics = {name: t for name, t in self.topics.items() if name not in asked}
+        for name, topic in newer.topics.items():
+            known = self.topics.get(name)
+            topics[name] = topic if known is None else _newest_partitions(known, topic)
         return attrs.evolve(newer, topics=topics)
 
     def topic(self, name: str) -> TopicMetadata | None:
@@ -141,6 +144,28 @@ class Cluster:
     def address_of(self, node_id: int) -> Address | None:
         broker = self.brokers.get(node_id)
         return None if broker is None else broker.address
+
+
+def _newest_partitions(known: TopicMetadata, answer: TopicMetadata) -> TopicMetadata:
+    """`answer`, except that a partition it describes with an older leader epoch than
+    `known` keeps what `known` says (Kafka's Metadata.updateLatestMetadata, KIP-320).
+
+    Any broker answers a metadata request from its own cache, and the cache of a broker
+    the controller cannot reach keeps the leader it last heard of: without this rule a
+    client that asks such a broker goes back to the old leader, and a producer retrying
+    after NOT_LEADER_OR_FOLLOWER alternates between the old and the new leader, as each
+    refresh asks another broker. A recreated topic (another topic id) starts afresh."""
+    if known.topic_id is not None and answer.topic_id is not None:
+        if known.topic_id != answer.topic_id:
+            return answer
+    older = {p.partition: p for p in known.partitions}
+    partitions = []
+    for info in answer.partitions:
+        previous = older.get(info.partition)
+        # An answer without an epoch (-1) is taken as it is, as Kafka does.
+        stale = previous is not None and 0 <= info.leader_epoch < previous.leader_epoch
+        partitions.append(previous if stale else info)
+    return attrs.evolve(answer, partitions=tuple(partitions))
 
 
 class MetadataManager:
@@ -202,7 +227,7 @@ class MetadataManager:
         failures = []
         for address in self._candidates():
             try:
-                return await self._connections.request(
+                response = await self._connections.request(
                     address,
                     ApiKey.METADATA,
                     MetadataRequest(topics),
@@ -212,6 +237,16 @@ class MetadataManager:
             except errors.KafkaError as exc:
                 self._log.debug("metadata request to %s:%d failed: %s", *address, exc)
                 failures.append(f"{address[0]}:{address[1]}: {exc}")
+                continue
+            if not response.brokers:
+                # A broker whose cache the controller has not filled yet (just started, or
+                # cut off from the controller) knows no broker and no topic: taking its
+                # answer would forget every leader we know. Kafka's NetworkClient ignores
+                # such an answer too ("Ignoring empty metadata response").
+                self._log.debug("metadata answer from %s:%d names no broker: ignored", *address)
+                failures.append(f"{address[0]}:{address[1]}: its answer named no broker")
+                continue
+            return response
         raise errors.NetworkError(
             "no broker answered a metadata request (" + "; ".join(failures) + ")"
         )

@@ -59,3 +59,37 @@ def test_merge_keeps_topics_not_asked_about():
     assert sorted(old.merged(newer, ["b"]).topics) == ["a", "b"]
     assert sorted(old.merged(newer, ["a", "b"]).topics) == ["b"]  # "a" was asked: gone
     assert sorted(old.merged(newer, None).topics) == ["b"]
+
+
+def one_partition(leader, epoch, topic_id="id-t"):
+    cluster, _ = Cluster.from_response(
+        response(
+            [
+                MetadataTopic(
+                    "t", 0, (MetadataPartition(0, 0, leader, epoch, (1, 2), (1, 2)),), topic_id
+                )
+            ]
+        )
+    )
+    return cluster
+
+
+def test_merge_keeps_a_partition_whose_answer_has_an_older_leader_epoch():
+    # Kafka's Metadata.updateLatestMetadata: a broker whose cache lags names an old leader.
+    known = one_partition(leader=2, epoch=1)
+    for requested in (["t"], None):
+        merged = known.merged(one_partition(leader=1, epoch=0), requested)
+        assert merged.leader_for(TopicPartition("t", 0)) == 2
+        assert merged.leader_epoch(TopicPartition("t", 0)) == 1
+    # The same epoch or a newer one is taken (the ISR may have changed).
+    assert known.merged(one_partition(leader=2, epoch=1), ["t"]).topic("t").partitions[0].isr
+    assert (
+        known.merged(one_partition(leader=1, epoch=2), None).leader_epoch(TopicPartition("t", 0))
+        == 2
+    )
+
+
+def test_merge_takes_a_recreated_topics_partitions_whatever_their_epochs():
+    known = one_partition(leader=2, epoch=5, topic_id="id-old")
+    merged = known.merged(one_partition(leader=1, epoch=0, topic_id="id-new"), ["t"])
+    assert merged.leader_for(TopicPartition("t", 0)) == 1
