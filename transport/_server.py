@@ -90,6 +90,7 @@ class ServerConnection:
         self.connection = connection
         self.context: dict[str, object] = {}
         self.closed = trio.Event()
+        self.speaks_foreign_protocol = False  # set by its first frame (RpcServer)
         self._writer = writer
         self._max_frame_bytes = max_frame_bytes
 
@@ -107,7 +108,7 @@ class ServerConnection:
     def push(self, body: object) -> bool:
         """Queues `[-1, 0, body]` behind the responses already queued (never blocks).
         False, and nothing sent, when the connection is closed or closing."""
-        if self._writer.closing or self.closed.is_set() or self.connection.raw:
+        if self._writer.closing or self.closed.is_set() or self.speaks_foreign_protocol:
             return False  # a connection speaking a second protocol has no msgpack pushes
         self._writer.put(encode_push(body, self._max_frame_bytes))
         return True
@@ -287,10 +288,11 @@ class RpcServer:
         client = pipeline.client
         conn = client.connection
         limit = self.max_in_flight_per_connection
+        foreign = self.foreign_protocol is not None
         try:
             while True:
                 message = await conn.receive()
-                if conn.raw:
+                if foreign and conn.raw:
                     self._dispatch_foreign(pipeline, message, nursery)  # type: ignore[arg-type]
                 else:
                     self._dispatch(pipeline, message, nursery)
@@ -331,6 +333,7 @@ class RpcServer:
     def _dispatch_foreign(self, pipeline: _Pipeline, frame: bytes, nursery: trio.Nursery) -> None:
         protocol = self.foreign_protocol
         assert protocol is not None  # only a connection it claimed is raw
+        pipeline.client.speaks_foreign_protocol = True
         api_key, api_version, correlation_id, client_id, body = protocol.parse_request(frame)
         seq = pipeline.admit(len(frame))
         request = Request(api_key, api_version, correlation_id, client_id, body, pipeline.client)

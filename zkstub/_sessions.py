@@ -114,6 +114,12 @@ class SessionTable:
         if session is not None:
             session.deadline = now + session.timeout
 
+    def extend(self, seconds: float) -> None:
+        """Every session's deadline `seconds` later: the server could hear nobody for that
+        long (its one thread was busy), so no client's silence counts it."""
+        for session in self.sessions.values():
+            session.deadline += seconds
+
     def due(self, now: float) -> list[int]:
         return sorted(sid for sid, s in self.sessions.items() if s.deadline <= now)
 
