@@ -128,3 +128,83 @@ async def test_calls_while_expired_raise_session_expired(autojump_clock):
                 while zk.state is not ClientState.CONNECTED:
                     await trio.sleep(0.05)
             assert await zk.get_children("/") == ["zookeeper"]
+
+
+async def test_a_slow_expiry_does_not_expire_the_sessions_that_kept_pinging(
+    autojump_clock, monkeypatch
+):
+    """Expiring a session with very many ephemerals keeps the one-threaded server busy (here
+    10 s, more than the other session's whole timeout): nobody could be heard meanwhile, so
+    that time must not count against the session that was pinging all along."""
+    async with zkstub.open_server(tick_time=1.0) as server:
+        async with server.connect_local(session_timeout=4.0) as live:
+            session_id = live.session_id
+            async with server.connect_local(session_timeout=4.0) as doomed:
+                await doomed.create("/many", ephemeral=True)
+                doomed_id = doomed.session_id
+                tree_type = type(server.tree)
+                close_in_tree = tree_type.close_session
+
+                def slow_close(tree, session_id, now_ms):
+                    if session_id == doomed_id:
+                        autojump_clock.jump(10.0)  # the work of a million deletes
+                    return close_in_tree(tree, session_id, now_ms)
+
+                monkeypatch.setattr(tree_type, "close_session", slow_close)
+                server_type = type(server)
+                ping = server_type.ping
+
+                def lost_pings(server, session_id):
+                    if session_id != doomed_id:  # the doomed client is cut off
+                        ping(server, session_id)
+
+                monkeypatch.setattr(server_type, "ping", lost_pings)
+                with trio.fail_after(30):
+                    while await live.exists("/many") is not None:
+                        await trio.sleep(0.5)
+                for _ in range(10):  # another 5 s of pings, well past the stall
+                    await live.exists("/")
+                    await trio.sleep(0.5)
+                assert live.state is ClientState.CONNECTED
+                assert live.session_id == session_id
+                assert session_id in server.sessions.sessions
+
+
+async def test_a_session_silent_only_while_the_server_was_busy_is_not_expired(
+    autojump_clock, monkeypatch
+):
+    """A request that keeps the server busy for 10 s (a huge multi, say): the pings sent
+    meanwhile wait in the socket, and the first ping after it arrives a moment later. The
+    10 s the server could not listen do not count: the session lives."""
+    async with zkstub.open_server(tick_time=1.0) as server:
+        async with server.connect_local(session_timeout=4.0) as live:
+            session_id = live.session_id
+            busy_until = None
+            server_type = type(server)
+            ping = server_type.ping
+
+            def ping_after_the_stall(server, session_id):
+                # Pings sent during the stall are read a second after it: they are late.
+                if busy_until is None or trio.current_time() >= busy_until + 1.0:
+                    ping(server, session_id)
+
+            monkeypatch.setattr(server_type, "ping", ping_after_the_stall)
+            tree_type = type(server.tree)
+            apply = tree_type.apply
+
+            def slow_apply(tree, session_id, op, now_ms=None):
+                nonlocal busy_until
+                if getattr(op, "path", None) == "/huge":
+                    autojump_clock.jump(10.0)
+                    busy_until = trio.current_time()
+                return apply(tree, session_id, op, now_ms)
+
+            monkeypatch.setattr(tree_type, "apply", slow_apply)
+            async with server.connect_local(session_timeout=4.0) as writer:
+                await writer.create("/huge")
+                for _ in range(10):
+                    await trio.sleep(0.5)
+                    await live.exists("/")
+                assert live.state is ClientState.CONNECTED
+                assert live.session_id == session_id
+                assert session_id in server.sessions.sessions
