@@ -279,11 +279,8 @@ class KafkaZkClient:
 
     def abort(self) -> None:
         """Drops the connection without closing the session (a crashed process): the
-        ephemerals stay until the session expires. A client that cannot (the kazoo
-        adapter) is left as it is."""
-        abort = getattr(self.zk.zk, "abort", None)
-        if abort is not None:
-            abort()
+        ephemerals stay until the session expires."""
+        self.zk.zk.abort()
 
     def add_session_hooks(
         self,

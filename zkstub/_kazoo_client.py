@@ -18,6 +18,7 @@ import attrs
 import trio
 from kazoo import exceptions as kazoo_errors
 from kazoo.client import KazooClient, TransactionRequest, _prefix_root
+from kazoo.protocol.connection import _CONNECTION_DROP
 from kazoo.protocol.serialization import Connect, Create, SetData
 from kazoo.protocol.states import Callback, KazooState, ZnodeStat
 from kazoo.security import OPEN_ACL_UNSAFE
@@ -124,6 +125,8 @@ class KazooZkClient:
     _hooks: list[tuple[SessionHook | None, SessionHook | None]] = attrs.Factory(list)
     _kazoo_states: trio.MemorySendChannel[KazooState] | None = None
     _closing: bool = False
+    _aborted: bool = False  # dropped without closing its session (`abort`)
+    _released: bool = False  # kazoo's threads stopped and its resources freed
     _negotiated_timeout_ms: float = 0.0
 
     def _record_negotiated_timeout(self) -> None:
@@ -314,14 +317,37 @@ class KazooZkClient:
     # -- lifetime -------------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        if self.state is ClientState.CLOSED:
+        if self._released:
             return
         self._closing = True
+        kazoo = self._kazoo
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(self._kazoo.stop)
-            await trio.to_thread.run_sync(self._kazoo.close)
+            if self._aborted:
+                # The connection thread is on its way out without a CloseRequest: wait for
+                # it and free kazoo's threads (what `stop` does after sending the close).
+                await trio.to_thread.run_sync(kazoo._safe_close)
+            else:
+                await trio.to_thread.run_sync(kazoo.stop)
+            await trio.to_thread.run_sync(kazoo.close)
+        self._released = True
         if self._kazoo_states is not None:
             self._kazoo_states.close()
+        self._set_state(ClientState.CLOSED)
+
+    def abort(self) -> None:
+        """Drops the connection without closing the session (a crashed process): ZooKeeper
+        keeps the session, and its ephemerals, until it expires. kazoo has no such call, so
+        this does what its own connection-drop test hook does, with the client marked
+        stopped first so that its connection thread exits instead of reconnecting; kazoo's
+        threads are freed by `aclose` (`open_kazoo_client` calls it on the way out)."""
+        if self.state is ClientState.CLOSED or self._aborted:
+            return
+        self._aborted = self._closing = True
+        kazoo = self._kazoo
+        kazoo._stopped.set()
+        kazoo._queue.append((_CONNECTION_DROP, None))
+        with contextlib.suppress(OSError):  # the connection thread is gone already
+            kazoo._connection._write_sock.send(b"\0")
         self._set_state(ClientState.CLOSED)
 
     async def __aenter__(self) -> Self:

@@ -170,3 +170,20 @@ async def test_expiry_runs_before_hooks_then_new_session_then_after_hooks(real, 
     ]
     assert zkstub.ClientState.EXPIRED in states and states[-1] is zkstub.ClientState.CONNECTED
     assert await zk.exists("/owned") is None
+
+
+async def test_abort_leaves_the_session_and_its_ephemerals_to_expire(real):
+    """A crashed process, through kazoo: the connection goes without a CloseRequest, so
+    ZooKeeper keeps the session's ephemeral until the session times out (a clean close would
+    delete it at once)."""
+    hosts = f"zookeeper://{real.connect_string}"
+    async with zkstub.connect(hosts, session_timeout=2.0) as observer:
+        async with zkstub.connect(hosts, session_timeout=2.0) as crashed:
+            await crashed.create("/registration", b"", ephemeral=True)
+            crashed.abort()
+            assert crashed.state is zkstub.ClientState.CLOSED
+            stat = await observer.exists("/registration")
+            assert stat is not None and stat.ephemeralOwner == crashed.session_id
+            with trio.fail_after(30):
+                while await observer.exists("/registration") is not None:
+                    await trio.sleep(0.1)  # real time: the real server's session expiry
