@@ -1,5 +1,5 @@
 """The `kcore` command: `kcore broker --config server.properties` runs one broker process;
-`kcore version`, `kcore demo`."""
+`kcore version`, `kcore demo`, `kcore dump-log FILE...` (Kafka's kafka-dump-log.sh)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,40 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from kcore.cluster import main as demo_main
 
     return demo_main(args.demo_args)
+
+
+def _cmd_dump_log(args: argparse.Namespace) -> int:
+    """Kafka's `kafka-dump-log.sh --files F [--print-data-log]` for kcore's segment files:
+    "Dumping F", then what `kcore.log.dump` makes of the bytes."""
+    import pathlib
+
+    from kcore.log.dump import dump_log
+
+    files = list(args.files) + [f for group in args.files_option for f in group.split(",") if f]
+    if not files:
+        print("kcore dump-log: name at least one segment file", file=sys.stderr)
+        return 2
+    status = 0
+    for name in files:
+        path = pathlib.Path(name)
+        print(f"Dumping {name}")
+        if not path.name.endswith(".log"):
+            print(f"Ignoring unknown file {name}", file=sys.stderr)
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            print(f"kcore dump-log: {error}", file=sys.stderr)
+            status = 1
+            continue
+        for line in dump_log(
+            data,
+            path.name,
+            print_data_log=args.print_data_log,
+            deep_iteration=args.deep_iteration,
+        ):
+            print(line)
+    return status
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
@@ -89,6 +123,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="the demo (python -m kcore.cluster --help)")
     demo.add_argument("demo_args", nargs=argparse.REMAINDER)
     demo.set_defaults(run=_cmd_demo)
+    dump = commands.add_parser(
+        "dump-log", help="print segment files as Kafka's kafka-dump-log.sh does"
+    )
+    dump.add_argument("files", nargs="*", metavar="FILE", help="segment files (NNN.log)")
+    dump.add_argument(
+        "--files",
+        dest="files_option",
+        action="append",
+        default=[],
+        metavar="F1,F2",
+        help="comma-separated segment files, as Kafka's tool takes them",
+    )
+    dump.add_argument(
+        "--print-data-log", action="store_true", help="print each record's key and payload"
+    )
+    dump.add_argument(
+        "--deep-iteration", action="store_true", help="a line per record, without its data"
+    )
+    dump.set_defaults(run=_cmd_dump_log)
     broker = commands.add_parser("broker", help="run one broker (SIGTERM: controlled shutdown)")
     broker.add_argument("--config", metavar="server.properties", help="broker settings file")
     broker.add_argument(

@@ -27,12 +27,37 @@ from kcore.log import HEADER_SIZE
 
 __all__ = ["ProducerBatch", "RecordAccumulator", "record_size"]
 
-RECORD_OVERHEAD = 12  # a record's msgpack framing and deltas, roughly
+# A record's fixed fields in Kafka's DefaultRecord encoding: attributes (1 byte), the
+# timestamp and offset deltas (varints; 2 bytes each covers 8 s of linger and 8 Ki records,
+# more than a batch holds) and the header count (1 byte, kcore's producer sends none).
+_FIXED_FIELDS = 1 + 2 + 2 + 1
+
+
+def _varint_size(n: int) -> int:
+    """Bytes of a length as a zig-zag varint (n >= -1)."""
+    z = n << 1 if n >= 0 else 1
+    size = 1
+    while z >= 0x80:
+        z >>= 7
+        size += 1
+    return size
 
 
 def record_size(key: bytes | None, value: bytes | None) -> int:
-    """What a record adds to a batch, estimated (the exact size is known once packed)."""
-    return RECORD_OVERHEAD + len(key or b"") + len(value or b"")
+    """What a record adds to a batch before compression: its DefaultRecord size with
+    2-byte deltas (the exact size is known once encoded). Batches fill by this uncompressed
+    count, so a compressed batch is mostly much smaller than `batch_size` (Java's producer
+    instead estimates the compression ratio)."""
+    key_size = -1 if key is None else len(key)
+    value_size = -1 if value is None else len(value)
+    body = (
+        _FIXED_FIELDS
+        + _varint_size(key_size)
+        + max(key_size, 0)
+        + _varint_size(value_size)
+        + max(value_size, 0)
+    )
+    return _varint_size(body) + body
 
 
 @attrs.define(eq=False)

@@ -28,6 +28,7 @@ from kcore.client._accumulator import ProducerBatch, RecordAccumulator, record_s
 from kcore.client._config import (
     ClientConfigError,
     InvalidPartitionError,
+    check_choice,
     check_int,
     check_no_unknown,
     parse_acks,
@@ -37,7 +38,7 @@ from kcore.client._connections import Connections
 from kcore.client._metadata import MetadataManager, TopicMetadata
 from kcore.client._partitioner import StickyPartitioner
 from kcore.common import TopicPartition
-from kcore.log import build_batch
+from kcore.log import COMPRESSION_TYPES, build_batch
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.data import (
     InitProducerIdRequest,
@@ -116,6 +117,7 @@ _SETTINGS = (
     "max_in_flight_requests_per_connection",
     "max_block_ms",
     "metadata_max_age_ms",
+    "compression_type",
     "client_id",
     "clock",
 )
@@ -134,8 +136,9 @@ class Producer:
     `batch_size`, `delivery_timeout_ms`, `request_timeout_ms`, `retry_backoff_ms`,
     `enable_idempotence`, `max_request_size`, `max_in_flight_requests_per_connection`,
     `max_block_ms` (how long `send` waits for the topic's metadata), `metadata_max_age_ms`
-    (refresh at least this often, to see new partitions and leaders). An unknown setting or a
-    bad value raises `ClientConfigError` naming it.
+    (refresh at least this often, to see new partitions and leaders), `compression_type`
+    ("none", "gzip", "snappy", "lz4" or "zstd": the codec of each batch's records). An unknown
+    setting or a bad value raises `ClientConfigError` naming it.
 
     Delivery: records of one partition are sent in `send` order, one batch in flight per
     partition, and a batch retried after a retriable error is resent before any later batch
@@ -166,6 +169,7 @@ class Producer:
         max_in_flight_requests_per_connection: int = 5,
         max_block_ms: int = 60000,
         metadata_max_age_ms: int = 300000,
+        compression_type: str = "none",
         client_id: str = "producer",
         **unknown: Any,
     ) -> None:
@@ -186,6 +190,9 @@ class Producer:
         )
         self.max_block_ms = check_int("max_block_ms", max_block_ms)
         self.metadata_max_age_ms = check_int("metadata_max_age_ms", metadata_max_age_ms)
+        self.compression_type = check_choice(
+            "compression_type", compression_type, COMPRESSION_TYPES
+        )
         if not isinstance(enable_idempotence, bool):
             raise ClientConfigError(
                 f"enable_idempotence must be a bool, got {enable_idempotence!r}"
@@ -516,9 +523,10 @@ class Producer:
                     producer_id=self._producer_id,
                     producer_epoch=self._producer_epoch,
                     base_sequence=sequence,
+                    compression=self.compression_type,
                 )
             else:
-                batch.encoded = build_batch(batch.records)
+                batch.encoded = build_batch(batch.records, compression=self.compression_type)
         return batch.encoded
 
     async def _send_produce(self, node: int, batches: list[ProducerBatch]) -> None:

@@ -1,7 +1,7 @@
 """The partition log and what lives beside it in a log dir: segments with a sparse offset
-index, record batches with CRC32C, the leader epoch cache, the offset checkpoint files and
-`meta.properties`. Synchronous and clock-free: the broker passes `now_ms` in and
-group-commits `flush()`."""
+index, Kafka's v2 record batches (CRC32C, DefaultRecord encoding, every codec), the leader
+epoch cache, the offset checkpoint files and `meta.properties`. Synchronous and clock-free:
+the broker passes `now_ms` in and group-commits `flush()`."""
 
 from kcore.log._batch import (
     HEADER_SIZE,
@@ -24,6 +24,7 @@ from kcore.log._checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
+from kcore.log._compression import COMPRESSION_TYPES
 from kcore.log._epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from kcore.log._errors import (
     CorruptRecordError,
@@ -34,6 +35,7 @@ from kcore.log._meta_properties import InconsistentClusterIdError, check_meta_pr
 from kcore.log._partition_log import MemoryPartitionLog, PartitionLog
 
 __all__ = [
+    "COMPRESSION_TYPES",
     "HEADER_SIZE",
     "LEADER_EPOCH_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",

@@ -1,10 +1,15 @@
-"""Record batches: Kafka's v2 batch header in front of ONE msgpack array of records.
+"""Record batches: Kafka's v2 record batch (magic 2), byte for byte.
 
 The header fields and their order are Kafka's (DefaultRecordBatch), big-endian; the CRC32C
 covers everything after the crc field, so the base offset and the partition leader epoch
 (which precede it) can be rewritten by the broker without recomputing the CRC. The records
-payload is a single msgpack array of `[offset_delta, timestamp_delta, key, value, headers]`
-lists, packed once per batch, so the broker never unpacks records on append.
+section after the header is Kafka's DefaultRecord encoding (`_records`), compressed as a
+whole by the codec of attributes bits 0-2 (`_compression`). The broker stores and serves a
+client's batch as it came and never decodes records on its hot path; only clients and tools
+do (`iter_records`).
+
+Attributes (int16): bits 0-2 the codec, bit 3 the timestamp type (LogAppendTime), bit 4
+transactional, bit 5 control batch, bit 6 a delete horizon in the base timestamp (KIP-534).
 """
 
 from __future__ import annotations
@@ -15,9 +20,19 @@ from typing import Any
 
 import attrs
 import crc32c
-import msgpack
 
+from kcore.log._compression import (
+    CODEC_MASK,
+    COMPRESSION_TYPES,
+    NONE,
+    CodecError,
+    codec_id,
+    codec_name,
+    compress,
+    decompress,
+)
 from kcore.log._errors import CorruptRecordError
+from kcore.log._records import Record, RecordsError, decode_records, encode_records
 
 MAGIC = 2
 NO_PRODUCER_ID = -1
@@ -34,6 +49,12 @@ _BASE_OFFSET = struct.Struct(">q")
 _LEADER_EPOCH = struct.Struct(">i")
 _LEADER_EPOCH_AT = 12
 _CRC_END = 21  # CRC32C covers [21:]
+_CRC_AT = 17
+
+TIMESTAMP_TYPE_MASK = 0x08  # LogAppendTime
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
 
 
 @attrs.frozen
@@ -65,14 +86,24 @@ class BatchHeader:
         """Bytes of the whole batch, header included."""
         return self.length + LOG_OVERHEAD
 
+    @property
+    def compression(self) -> str:
+        """Kafka's name of the batch's codec: "none", "gzip", "snappy", "lz4" or "zstd"."""
+        return codec_name(self.attributes & CODEC_MASK)
 
-@attrs.frozen
-class Record:
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[Any]
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        """A control batch (transaction markers) holds no data records."""
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def is_log_append_time(self) -> bool:
+        """The broker's append time (`max_timestamp`) stamps every record, not its own."""
+        return bool(self.attributes & TIMESTAMP_TYPE_MASK)
 
 
 def build_batch(
@@ -84,27 +115,32 @@ def build_batch(
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
     attributes: int = 0,
+    compression: str = "none",
 ) -> bytes:
-    """One batch from `(timestamp, key, value)` or `(timestamp, key, value, headers)` tuples,
-    offsets numbered from `base_offset`."""
+    """One batch from `(timestamp, key, value)` or `(timestamp, key, value, headers)` tuples
+    (headers: `(str, bytes | None)` pairs), offsets numbered from `base_offset`, the records
+    section compressed with `compression` (Kafka's names: "none", "gzip", "snappy", "lz4",
+    "zstd"). `attributes` carries the other attribute bits (transactional, control); the
+    codec bits come from `compression`. The base timestamp is the first record's, as the
+    Java producer writes it."""
     if not records:
         raise ValueError("a record batch needs at least one record")
+    if attributes & CODEC_MASK:
+        raise ValueError(
+            f"attributes {attributes:#x} set codec bits; name the codec with compression="
+        )
+    codec = codec_id(compression)
     base_timestamp = records[0][0]
-    rows = []
-    max_timestamp = base_timestamp
-    for delta, record in enumerate(records):
-        timestamp, key, value = record[0], record[1], record[2]
-        headers = record[3] if len(record) > 3 else []
-        max_timestamp = max(max_timestamp, timestamp)
-        rows.append([delta, timestamp - base_timestamp, key, value, headers])
-    payload = msgpack.packb(rows, use_bin_type=True)
+    payload, max_timestamp = encode_records(records, base_timestamp)
+    if codec != NONE:
+        payload = compress(codec, payload)
     body = _HEADER.pack(
         base_offset,
         HEADER_SIZE - LOG_OVERHEAD + len(payload),
         partition_leader_epoch,
         MAGIC,
         0,
-        attributes,
+        attributes | codec,
         len(records) - 1,
         base_timestamp,
         max_timestamp,
@@ -115,7 +151,7 @@ def build_batch(
     )
     batch = bytearray(body)
     batch += payload
-    struct.pack_into(">I", batch, 17, crc32c.crc32c(memoryview(batch)[_CRC_END:]))
+    struct.pack_into(">I", batch, _CRC_AT, crc32c.crc32c(memoryview(batch)[_CRC_END:]))
     return bytes(batch)
 
 
@@ -149,6 +185,12 @@ def validate_batch(data: bytes | bytearray | memoryview, position: int = 0) -> B
         )
     if header.last_offset_delta < 0 or header.record_count < 0:
         raise CorruptRecordError(f"{where} has a negative offset delta or record count")
+    if header.attributes & CODEC_MASK >= len(COMPRESSION_TYPES):
+        # Kafka's CompressionType.forId refuses it: no client could read the records.
+        raise CorruptRecordError(
+            f"{where} names compression codec {header.attributes & CODEC_MASK}, which is none "
+            "of Kafka's"
+        )
     return header
 
 
@@ -204,24 +246,36 @@ def restamp(batch: bytes, base_offset: int, partition_leader_epoch: int) -> byte
 
 
 def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
-    """The records of one validated batch, with absolute offsets and timestamps."""
+    """The data records of one validated batch, with absolute offsets and timestamps (a
+    LogAppendTime batch's records all carry its max timestamp, as Kafka's iterator gives
+    them). A control batch has none. Raises `CorruptRecordError` naming the batch's offsets
+    when its records section does not decompress or decode."""
     header = parse_header(batch)
-    payload = memoryview(batch)[HEADER_SIZE : header.size]
+    if header.is_control:
+        return
+    yield from batch_records(batch, header)
+
+
+def batch_records(batch: bytes | bytearray | memoryview, header: BatchHeader) -> list[Record]:
+    """Every record of the batch `header` heads, control records included (what tools show).
+    The section is decoded whole, so a corrupt batch raises before any of its records is
+    delivered."""
+    section = batch[HEADER_SIZE : header.size]
     try:
-        rows = msgpack.unpackb(payload, raw=False, use_list=True)
-    except (ValueError, msgpack.ExtraData) as error:
+        codec = header.attributes & CODEC_MASK
+        data = decompress(codec, section) if codec != NONE else bytes(section)
+        return decode_records(
+            data,
+            header.record_count,
+            header.base_offset,
+            header.base_timestamp,
+            header.max_timestamp if header.is_log_append_time else None,
+        )
+    except (CodecError, RecordsError) as error:
         raise CorruptRecordError(
             f"records of batch at offsets {header.base_offset}..{header.last_offset} "
             f"cannot be decoded: {error}"
         ) from error
-    for offset_delta, timestamp_delta, key, value, headers in rows:
-        yield Record(
-            header.base_offset + offset_delta,
-            header.base_timestamp + timestamp_delta,
-            key,
-            value,
-            headers,
-        )
 
 
 def iter_batch_records(batches: Iterable[bytes]) -> Iterator[Record]:

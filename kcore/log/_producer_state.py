@@ -30,6 +30,7 @@ class BatchMetadata:
     last_seq: int
     first_offset: int
     last_offset: int
+    max_timestamp: int = -1  # the batch's (DescribeProducers' last timestamp)
 
 
 @attrs.define
@@ -88,7 +89,11 @@ class ProducerStateManager:
             entry = self.producers[header.producer_id] = ProducerEntry(header.producer_epoch)
         entry.batches.append(
             BatchMetadata(
-                header.base_sequence, _last_seq(header), header.base_offset, header.last_offset
+                header.base_sequence,
+                _last_seq(header),
+                header.base_offset,
+                header.last_offset,
+                header.max_timestamp,
             )
         )
 

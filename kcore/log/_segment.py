@@ -256,8 +256,9 @@ class Segment:
                 # at start-up): serve what precedes it; the batch itself is an error.
                 if position == start:
                     raise CorruptRecordError(
-                        f"segment {self.base_offset:020d}: record batch at byte {position} "
-                        f"has an impossible length {header.length}"
+                        f"segment {self.base_offset:020d}: reading offset {start_offset}, the "
+                        f"record batch at byte {position} has an impossible length "
+                        f"{header.length}"
                     )
                 break
             if max_offset is not None and header.last_offset >= max_offset:

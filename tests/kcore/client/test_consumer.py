@@ -51,6 +51,26 @@ async def test_poll_returns_records_from_the_position(fake_cluster, client_args,
     assert fetch.partitions[0].current_leader_epoch == 0
 
 
+@pytest.mark.parametrize("compression", ["gzip", "snappy", "lz4", "zstd"])
+async def test_compressed_batches_and_headers_are_read(
+    fake_cluster, client_args, autojump_clock, compression
+):
+    fake_cluster.add_topic("t", 1)
+    records = [
+        (1000 + i, None if i % 2 else b"k%d" % i, b"v%d" % i, [("n", b"%d" % i), ("none", None)])
+        for i in range(5)
+    ]
+    fake_cluster.append("t", 0, build_batch(records, compression=compression))
+    async with Consumer(fake_cluster.bootstrap, **client_args) as consumer:
+        consumer.assign([("t", 0)])
+        consumer.seek(("t", 0), 2)  # inside the compressed batch: the first two are skipped
+        got = await poll_until(consumer, 3)
+    assert [(r.offset, r.key, r.value, r.headers) for r in got] == [
+        (i, None if i % 2 else b"k%d" % i, b"v%d" % i, (("n", b"%d" % i), ("none", None)))
+        for i in range(2, 5)
+    ]
+
+
 async def test_poll_sees_records_produced_later(fake_cluster, client_args, autojump_clock):
     fake_cluster.add_topic("t", 1)
     async with Consumer(fake_cluster.bootstrap, **client_args) as consumer:

@@ -9,6 +9,7 @@ import trio
 
 from kcore import errors
 from kcore.client import ClientConfigError, InvalidPartitionError, Producer, RecordMetadata
+from kcore.client._accumulator import record_size
 from kcore.log import iter_batch_records
 from kcore.protocol.api_keys import ApiKey
 
@@ -150,8 +151,10 @@ async def test_unkeyed_records_stick_to_one_partition_per_batch(
     fake_cluster, client_args, autojump_clock
 ):
     fake_cluster.add_topic("t", 4)
+    value = b"x" * 89
+    assert record_size(None, value) == 100  # as a DefaultRecord: 11 bytes of fields
     async with Producer(fake_cluster.bootstrap, batch_size=1000, **client_args) as producer:
-        metas = [await producer.send("t", b"x" * 88) for _ in range(30)]  # 100 bytes each
+        metas = [await producer.send("t", value) for _ in range(30)]
     partitions = [m.partition for m in metas]
     runs = [partitions[i : i + 10] for i in range(0, 30, 10)]
     assert all(len(set(run)) == 1 for run in runs)  # ten records (1000 bytes) per partition
@@ -181,6 +184,32 @@ async def test_idempotence_stamps_producer_id_and_sequences(
         (1000, 0, 0),
         (1000, 0, 1),
     ]
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
+async def test_compression_type_compresses_each_batch(
+    fake_cluster, client_args, autojump_clock, compression
+):
+    from kcore.log import iter_records, parse_header
+
+    fake_cluster.add_topic("t", 1)
+    values = [b"value %d " % i * 20 for i in range(50)]
+    async with Producer(
+        fake_cluster.bootstrap,
+        compression_type=compression,
+        enable_idempotence=True,
+        linger_ms=100,
+        **client_args,
+    ) as producer:
+        assert producer.compression_type == compression
+        async with trio.open_nursery() as nursery:
+            for value in values:
+                nursery.start_soon(producer.send, "t", value)
+    batches = fake_cluster.partition("t", 0).batches
+    assert {parse_header(b).compression for b in batches} == {compression}
+    assert sorted(r.value for b in batches for r in iter_records(b)) == sorted(values)
+    if compression != "none":
+        assert sum(map(len, batches)) < sum(map(len, values)) // 4
 
 
 async def test_flush_sends_lingering_records(fake_cluster, client_args, autojump_clock):
@@ -214,6 +243,9 @@ async def test_flush_sends_lingering_records(fake_cluster, client_args, autojump
         ({"lingerms": 5}, "lingerms"),
         ({"enable_idempotence": True, "acks": 1}, "enable_idempotence"),
         ({"delivery_timeout_ms": 1000}, "delivery_timeout_ms"),
+        ({"compression_type": "brotli"}, "compression_type"),
+        ({"compression_type": "GZIP"}, "compression_type"),
+        ({"compression_type": None}, "compression_type"),
     ],
 )
 def test_bad_settings_rejected_naming_the_setting(settings, named):

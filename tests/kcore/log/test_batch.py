@@ -1,10 +1,13 @@
+import crc32c
 import pytest
 
 from kcore.log import (
+    COMPRESSION_TYPES,
     HEADER_SIZE,
     CorruptRecordError,
     Record,
     build_batch,
+    iter_batch_records,
     iter_records,
     parse_header,
     split_batches,
@@ -13,7 +16,7 @@ from kcore.log import (
     with_partition_leader_epoch,
 )
 
-RECORDS = [(1000, b"k0", b"v0"), (1005, None, b"v1", [["h", b"x"]]), (998, b"k2", None)]
+RECORDS = [(1000, b"k0", b"v0"), (1005, None, b"v1", [("h", b"x")]), (998, b"k2", None)]
 
 
 def test_round_trip():
@@ -24,9 +27,9 @@ def test_round_trip():
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 1, 3)
     assert (header.magic, header.partition_leader_epoch, header.size) == (2, -1, len(batch))
     assert list(iter_records(batch)) == [
-        Record(40, 1000, b"k0", b"v0", []),
-        Record(41, 1005, None, b"v1", [["h", b"x"]]),
-        Record(42, 998, b"k2", None, []),
+        Record(40, 1000, b"k0", b"v0", ()),
+        Record(41, 1005, None, b"v1", (("h", b"x"),)),
+        Record(42, 998, b"k2", None, ()),
     ]
 
 
@@ -73,3 +76,79 @@ def test_split_batches():
         split_batches(b"")
     with pytest.raises(ValueError, match="at least one record"):
         build_batch([])
+
+
+@pytest.mark.parametrize("compression", COMPRESSION_TYPES)
+def test_every_codec_round_trips_and_is_named_in_the_header(compression):
+    batch = build_batch(RECORDS, base_offset=7, compression=compression)
+    header = validate_batch(batch)
+    assert header.compression == compression
+    assert header.attributes & 0x07 == COMPRESSION_TYPES.index(compression)
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in iter_records(batch)] == [
+        (7, 1000, b"k0", b"v0", ()),
+        (8, 1005, None, b"v1", (("h", b"x"),)),
+        (9, 998, b"k2", None, ()),
+    ]
+
+
+def test_compression_names_are_kafkas():
+    assert COMPRESSION_TYPES == ("none", "gzip", "snappy", "lz4", "zstd")
+    with pytest.raises(ValueError, match="brotli"):
+        build_batch(RECORDS, compression="brotli")
+    with pytest.raises(ValueError, match="codec bits"):
+        build_batch(RECORDS, attributes=0x01)
+
+
+def test_an_unknown_codec_id_fails_validation():
+    batch = bytearray(build_batch(RECORDS, base_offset=10))
+    batch[22] |= 0x05  # attributes' low byte: codec 5, which Kafka does not define
+    batch[17:21] = crc32c.crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError, match=r"offsets 10\.\.12 names compression codec 5"):
+        validate_batch(batch)
+    assert parse_header(batch).compression == "unknown(5)"
+
+
+def test_attribute_bits():
+    plain = parse_header(build_batch(RECORDS))
+    assert not (plain.is_transactional or plain.is_control or plain.is_log_append_time)
+    transactional = parse_header(build_batch(RECORDS, attributes=0x10, compression="lz4"))
+    assert transactional.is_transactional and not transactional.is_control
+    assert transactional.attributes == 0x13
+    control = parse_header(
+        build_batch([(5, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")], attributes=0x30)
+    )
+    assert control.is_control and control.is_transactional
+
+
+def test_a_control_batch_yields_no_data_records():
+    marker = build_batch([(5, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")], attributes=0x30)
+    assert list(iter_records(marker)) == []
+    data = build_batch([(6, None, b"x")], base_offset=1)
+    assert [r.value for r in iter_batch_records([marker, data])] == [b"x"]
+
+
+def test_log_append_time_stamps_every_record_with_the_max_timestamp():
+    # The broker (when a topic says LogAppendTime) sets bit 3 and the max timestamp; Kafka's
+    # iterator then gives every record that time, whatever the producer wrote.
+    batch = bytearray(build_batch(RECORDS))
+    batch[22] |= 0x08
+    batch[35:43] = (424242).to_bytes(8, "big")  # max_timestamp
+    batch[17:21] = crc32c.crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    assert validate_batch(batch).is_log_append_time
+    assert [r.timestamp for r in iter_records(batch)] == [424242] * 3
+
+
+def test_headers_come_back_as_tuples_of_str_and_bytes_or_none():
+    batch = build_batch([(0, None, b"v", [("a", b"1"), ("ü", None), ("a", b"")])])
+    (record,) = iter_records(batch)
+    assert record.headers == (("a", b"1"), ("ü", None), ("a", b""))
+    with pytest.raises(TypeError, match="header key must be a str"):
+        build_batch([(0, None, b"v", [(b"bytes-key", b"1")])])
+
+
+@pytest.mark.parametrize("compression", COMPRESSION_TYPES)
+def test_a_batch_from_a_memoryview_or_bytearray_reads_the_same(compression):
+    batch = build_batch(RECORDS, compression=compression)
+    expected = list(iter_records(batch))
+    assert list(iter_records(bytearray(batch))) == expected
+    assert list(iter_records(memoryview(batch))) == expected

@@ -51,6 +51,6 @@ def test_a_read_serves_the_intact_batches_before_a_corrupt_one(tmp_path, field_a
     log = PartitionLog(tmp_path, segment_bytes=500, recovery_point=end)  # a clean start
     assert _offsets(log.read(0, 1 << 20)) == [0, 1, 2, 3]
     assert _offsets(log.read(2, 1 << 20)) == [2, 3]
-    with pytest.raises(CorruptRecordError, match="4"):
+    with pytest.raises(CorruptRecordError, match=r"offsets? 4\b"):
         log.read(4, 1 << 20)
     log.close()
