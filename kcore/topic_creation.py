@@ -24,6 +24,16 @@ class NewTopic:
     configs: Mapping[str, str] = attrs.field(factory=dict)
 
 
+@attrs.frozen
+class PartitionAddition:
+    """A CreatePartitions entry: grow `topic` to `count` partitions, the new ones on
+    `assignments` (one replica list per new partition, in order) or Kafka's choice."""
+
+    topic: str
+    count: int
+    assignments: tuple[tuple[int, ...], ...] | None = None
+
+
 def plan_topic(
     topic: NewTopic,
     *,
@@ -91,3 +101,54 @@ def _checked_assignment(
                 f"Unknown broker(s) {unknown} in the assignment of partition {p}"
             )
     return {p: tuple(assignments[p]) for p in partitions}
+
+
+def plan_partition_addition(
+    topic: str,
+    existing: Mapping[int, tuple[int, ...]],
+    new_count: int,
+    assignments: Mapping[int, tuple[int, ...]] | None,
+    *,
+    live_brokers: Iterable[int],
+) -> dict[int, tuple[int, ...]]:
+    """The replicas of the partitions a CreatePartitions request adds to `topic` (whose
+    assignment is `existing`), validated as Kafka's AdminZkClient.addPartitions does:
+    `new_count` above the current count; a manual `assignments` (the new partitions in
+    order, numbered from the current count) with the topic's replication factor and live
+    brokers; otherwise Kafka's assignment, continuing from partition 0's first replica."""
+    current = len(existing)
+    if new_count < current:
+        raise errors.InvalidPartitionsError(
+            f"Topic {topic} currently has {current} partitions, which is higher than the "
+            f"requested {new_count}."
+        )
+    if new_count == current:
+        raise errors.InvalidPartitionsError(f"Topic already has {current} partitions.")
+    brokers = sorted(live_brokers)
+    first_replicas = existing[min(existing)]
+    factor = len(first_replicas)
+    added = new_count - current
+    if assignments:
+        if len(assignments) != added:
+            raise errors.InvalidReplicaAssignmentError(
+                f"Increasing the number of partitions by {added} but {len(assignments)} "
+                f"assignments provided."
+            )
+        planned = _checked_assignment(
+            {p - current: tuple(replicas) for p, replicas in assignments.items()}, brokers
+        )
+        if len(planned[0]) != factor:
+            raise errors.InvalidReplicaAssignmentError(
+                f"Inconsistent replication factor between partitions, partition 0 has "
+                f"{factor} while the new partitions have {len(planned[0])}"
+            )
+        return {p + current: replicas for p, replicas in planned.items()}
+    if factor > len(brokers):
+        raise errors.InvalidReplicationFactorError(
+            f"Replication factor: {factor} larger than available brokers: {len(brokers)}."
+        )
+    start_index = next((i for i, b in enumerate(brokers) if b >= first_replicas[0]), 0)
+    planned = assign_replicas_to_brokers(
+        brokers, added, factor, fixed_start_index=start_index, start_partition_id=current
+    )
+    return {p: tuple(replicas) for p, replicas in planned.items()}

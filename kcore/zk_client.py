@@ -600,6 +600,33 @@ class KafkaZkClient:
         except zkstub.NodeExistsError:
             raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.") from None
 
+    async def add_partitions(
+        self, topic: str, added: Mapping[int, Sequence[int]], expected_count: int
+    ) -> None:
+        """Adds partitions to a topic's assignment (Kafka's AdminZkClient.addPartitions): the
+        controller's PartitionModifications watch creates them. The write is conditional on
+        the znode's version, so two concurrent additions cannot both apply; a topic whose
+        partition count is no longer `expected_count` is an InvalidPartitionsError."""
+        zk = self._single_attempt
+        path = zkdata.topic_path(topic)
+        try:
+            data, stat = await zk.get(path)
+        except zkstub.NoNodeError:
+            raise errors.UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist") from None
+        topic_id, assignment = zkdata.decode_topic(topic, data)
+        if len(assignment) != expected_count:
+            raise errors.InvalidPartitionsError(
+                f"Topic {topic} changed while adding partitions: it has {len(assignment)} now"
+            )
+        combined = dict(assignment)
+        combined.update({p: ReplicaAssignment(tuple(r)) for p, r in added.items()})
+        try:
+            await zk.set(path, zkdata.encode_topic(topic_id, combined), version=stat.version)
+        except zkstub.BadVersionError:
+            raise errors.InvalidPartitionsError(
+                f"Topic {topic} changed while adding partitions; try again"
+            ) from None
+
     async def mark_topic_for_deletion(self, name: str) -> None:
         """/admin/delete_topics/T: the controller's TopicDeletion event takes it from there."""
         try:

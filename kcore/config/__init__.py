@@ -8,6 +8,13 @@ ConfigError naming the key and the value. Attributes use Python names
 
 from kcore.config._broker import BROKER_DEFINITIONS, KafkaConfig
 from kcore.config._definitions import ConfigDef, ConfigError, Password, parse_value
+from kcore.config._describe import (
+    ConfigEntry,
+    ConfigSourceCode,
+    ConfigTypeCode,
+    describe_broker_config,
+    describe_topic_config,
+)
 from kcore.config._dynamic import ConfigSource, DynamicConfigView, apply_dynamic
 from kcore.config._properties import parse_properties
 from kcore.config._topic import InvalidTopicConfigError, LogConfig, TopicConfig
@@ -15,8 +22,11 @@ from kcore.config._topic import InvalidTopicConfigError, LogConfig, TopicConfig
 __all__ = [
     "BROKER_DEFINITIONS",
     "ConfigDef",
+    "ConfigEntry",
     "ConfigError",
     "ConfigSource",
+    "ConfigSourceCode",
+    "ConfigTypeCode",
     "DynamicConfigView",
     "InvalidTopicConfigError",
     "KafkaConfig",
@@ -24,6 +34,8 @@ __all__ = [
     "Password",
     "TopicConfig",
     "apply_dynamic",
+    "describe_broker_config",
+    "describe_topic_config",
     "parse_properties",
     "parse_value",
 ]

@@ -20,7 +20,7 @@ class InvalidTopicConfigError(ConfigError, InvalidConfigurationError):
 
 
 # topic key -> (definition, the KafkaConfig attribute its default comes from)
-_TOPIC_DEFINITIONS: dict[str, tuple[ConfigDef, str]] = {
+TOPIC_DEFINITIONS: dict[str, tuple[ConfigDef, str]] = {
     d.name: (d, source)
     for d, source in (
         (ConfigDef("min.insync.replicas", "int", 1, at_least=1), "min_insync_replicas"),
@@ -63,12 +63,12 @@ class TopicConfig:
     ) -> TopicConfig:
         """Topic overrides over the broker's defaults (Kafka's own defaults if None)."""
         for key, value in overrides.items():
-            if key not in _TOPIC_DEFINITIONS:
+            if key not in TOPIC_DEFINITIONS:
                 raise InvalidTopicConfigError(
                     f"Unknown topic configuration {key!r} (value {value!r})"
                 )
         parsed: dict[str, Any] = {}
-        for name, (definition, _) in _TOPIC_DEFINITIONS.items():
+        for name, (definition, _) in TOPIC_DEFINITIONS.items():
             if name in overrides:
                 try:
                     parsed[name] = parse_value(definition, overrides[name])
@@ -78,7 +78,7 @@ class TopicConfig:
         if refused is not None:
             raise InvalidTopicConfigError(refused)
         fields: dict[str, Any] = {}
-        for name, (definition, source) in _TOPIC_DEFINITIONS.items():
+        for name, (definition, source) in TOPIC_DEFINITIONS.items():
             if name in parsed:
                 value = parsed[name]
             elif broker_config is None:
@@ -90,7 +90,7 @@ class TopicConfig:
 
     @staticmethod
     def names() -> tuple[str, ...]:
-        return tuple(_TOPIC_DEFINITIONS)
+        return tuple(TOPIC_DEFINITIONS)
 
 
 # Kafka's name for the same thing (kafka.log.LogConfig).

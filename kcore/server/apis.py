@@ -49,7 +49,7 @@ from kcore.protocol.data import (
     TopicResult,
 )
 from kcore.server.control_requests import control_request_error
-from kcore.topic_creation import NewTopic, plan_topic
+from kcore.topic_creation import NewTopic, PartitionAddition, plan_partition_addition, plan_topic
 from kcore.wire import WireError, from_wire, to_wire
 
 if TYPE_CHECKING:
@@ -236,17 +236,18 @@ class KafkaApis:
 
     async def handle_create_topics(self, request: transport.Request) -> Any:
         message = decode_body(CreateTopicsRequest, request)
+        return to_wire(await self.create_topics(message))
+
+    async def create_topics(self, message: CreateTopicsRequest) -> CreateTopicsResponse:
         if not self.controller.is_active:
-            return to_wire(
-                CreateTopicsResponse(
-                    tuple(
-                        TopicResult(
-                            t.name,
-                            errors.NotControllerError.code,
-                            "this broker is not the controller",
-                        )
-                        for t in message.topics
+            return CreateTopicsResponse(
+                tuple(
+                    TopicResult(
+                        t.name,
+                        errors.NotControllerError.code,
+                        "this broker is not the controller",
                     )
+                    for t in message.topics
                 )
             )
         results = []
@@ -262,7 +263,7 @@ class KafkaApis:
                 created.append(topic.name)
         if created:
             await self._wait_for_leaders(created, results, message.timeout_ms)
-        return to_wire(CreateTopicsResponse(tuple(results)))
+        return CreateTopicsResponse(tuple(results))
 
     async def _create_topic(self, topic: Any, validate_only: bool) -> None:
         existing = await self.zk_client.get_all_topics()
@@ -291,14 +292,20 @@ class KafkaApis:
         logger.info("Created topic %s with assignment %s", topic.name, assignment)
 
     async def _wait_for_leaders(
-        self, names: list[str], results: list[TopicResult], timeout_ms: int
+        self,
+        names: list[str],
+        results: list[TopicResult],
+        timeout_ms: int,
+        partition_counts: dict[str, int] | None = None,
     ) -> None:
         """Kafka's DelayedCreatePartitions: answer once this broker's metadata shows a
-        leader for every new partition, or REQUEST_TIMED_OUT."""
+        leader for every new partition (and, for `partition_counts`, that many partitions),
+        or REQUEST_TIMED_OUT."""
 
         def ready(name: str) -> bool:
             states = self.metadata_cache.partitions_of(name)
-            return bool(states) and all(s.leader >= 0 for s in states)
+            wanted = (partition_counts or {}).get(name, 1)
+            return len(states) >= wanted and all(s.leader >= 0 for s in states)
 
         with trio.move_on_after(timeout_ms / 1000):
             while not all(ready(name) for name in names):
@@ -312,17 +319,69 @@ class KafkaApis:
                     "the topic was created but its partitions have no leader yet",
                 )
 
+    async def create_partitions(
+        self, additions: list[PartitionAddition], timeout_ms: int, validate_only: bool
+    ) -> list[TopicResult]:
+        """Kafka's CreatePartitions on the controller: each topic's new partitions are
+        planned and written to its znode (the controller's PartitionModifications watch
+        creates them); answered once every new partition has a leader, or timed out."""
+        if not self.controller.is_active:
+            return [
+                TopicResult(a.topic, errors.NotControllerError.code, "not the controller")
+                for a in additions
+            ]
+        results = []
+        counts = {}
+        for addition in additions:
+            try:
+                await self._add_partitions(addition, validate_only)
+            except errors.KafkaError as error:
+                results.append(TopicResult(addition.topic, error.code, str(error)))
+                continue
+            results.append(TopicResult(addition.topic, 0))
+            counts[addition.topic] = addition.count
+        if counts and not validate_only:
+            await self._wait_for_leaders(list(counts), results, timeout_ms, counts)
+        return results
+
+    async def _add_partitions(self, addition: PartitionAddition, validate_only: bool) -> None:
+        found = await self.zk_client.get_replica_assignment(addition.topic)
+        if found is None:
+            raise errors.UnknownTopicOrPartitionError(
+                f"The topic '{addition.topic}' does not exist."
+            )
+        _, assignment = found
+        if any(a.is_being_reassigned for a in assignment.values()):
+            raise errors.ReassignmentInProgressError(
+                f"A partition reassignment is in progress for the topic '{addition.topic}'."
+            )
+        live_brokers = await self.controller.live_broker_ids()
+        added = plan_partition_addition(
+            addition.topic,
+            {p: a.replicas for p, a in assignment.items()},
+            addition.count,
+            dict(enumerate(addition.assignments, start=len(assignment)))
+            if addition.assignments
+            else None,
+            live_brokers=live_brokers or (),
+        )
+        if validate_only:
+            return
+        await self.zk_client.add_partitions(addition.topic, added, len(assignment))
+        logger.info("Adding partitions %s to topic %s", added, addition.topic)
+
     async def handle_delete_topics(self, request: transport.Request) -> Any:
         """Marks topics for deletion under /admin/delete_topics (the controller deletes
         them) and answers once they are gone, or REQUEST_TIMED_OUT."""
         message = decode_body(DeleteTopicsRequest, request)
+        return to_wire(await self.delete_topics(message))
+
+    async def delete_topics(self, message: DeleteTopicsRequest) -> DeleteTopicsResponse:
         if not self.controller.is_active:
-            return to_wire(
-                DeleteTopicsResponse(
-                    tuple(
-                        TopicResult(name, errors.NotControllerError.code, "not the controller")
-                        for name in message.names
-                    )
+            return DeleteTopicsResponse(
+                tuple(
+                    TopicResult(name, errors.NotControllerError.code, "not the controller")
+                    for name in message.names
                 )
             )
         results: dict[str, TopicResult] = {}
@@ -348,13 +407,17 @@ class KafkaApis:
             results[name] = TopicResult(
                 name, errors.RequestTimedOutError.code, "marked for deletion; not deleted yet"
             )
-        return to_wire(DeleteTopicsResponse(tuple(results[name] for name in message.names)))
+        return DeleteTopicsResponse(tuple(results[name] for name in message.names))
 
     async def handle_init_producer_id(self, request: transport.Request) -> Any:
         decode_body(InitProducerIdRequest, request)
+        return to_wire(await self.init_producer_id())
+
+    async def init_producer_id(self) -> InitProducerIdResponse:
+        """A new producer id for an idempotent producer (no transactions: epoch 0)."""
         async with self._producer_id_lock:
             if self._producer_ids is None or self._producer_ids[0] > self._producer_ids[1]:
                 self._producer_ids = await self.zk_client.allocate_producer_id_block(self.broker_id)
             producer_id = self._producer_ids[0]
             self._producer_ids = (producer_id + 1, self._producer_ids[1])
-        return to_wire(InitProducerIdResponse(0, producer_id, 0))
+        return InitProducerIdResponse(0, producer_id, 0)

@@ -32,6 +32,8 @@ from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
 from kcore.server.apis import KafkaApis
 from kcore.server.controlled_shutdown import movable_partitions
+from kcore.server.kafka_apis import KafkaProtocolApis
+from kcore.server.kafka_protocol import KafkaProtocol
 from kcore.server.log_dir_failure import LogDirFailureChannel
 from kcore.server.log_manager import LogManager, MemoryLogStorage
 from kcore.server.metadata_cache import MetadataCache
@@ -222,6 +224,8 @@ class BrokerServer:
             # Kafka's queued.max.request.bytes: reading stops while requests in flight hold
             # this much (kcore's default bounds it; -1 is Kafka's unbounded default).
             max_queued_bytes=self.config.queued_max_request_bytes,
+            # Every listener speaks Kafka's protocol too; a connection's first frame says which.
+            foreign_protocol=KafkaProtocol(KafkaProtocolApis(apis).handlers()),
         )
         self._processing_requests.set()
 

@@ -21,6 +21,7 @@ The rules (Kafka 3.5):
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from typing import Any
 
 import attrs
@@ -34,6 +35,7 @@ from kcore.protocol.data import NO_EPOCH
 logger = logging.getLogger("kcore.server.partition")
 
 UNKNOWN_OFFSET = -1
+DELETE_TO_HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high watermark"
 
 
 @attrs.define
@@ -255,6 +257,29 @@ class Partition:
             fetch_offset, follower_log_start_offset, now_ms, self.log_end_offset
         )
         return self.maybe_increment_high_watermark(now_ms)
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Kafka's deleteRecordsOnLeader: moves the log start offset up to `offset` (-1: the
+        high watermark), never past the high watermark; returns the offset asked for."""
+        self.check_leader()
+        wanted = self.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if wanted < 0 or wanted > self.high_watermark:
+            raise errors.OffsetOutOfRangeError(
+                f"cannot delete records of {self.tp} before offset {offset}: it must lie "
+                f"within [0, the high watermark {self.high_watermark}]"
+            )
+        self.log.increment_log_start_offset(wanted)
+        return wanted
+
+    def low_watermark(self, live_brokers: Collection[int]) -> int:
+        """Kafka's lowWatermarkIfLeader: the least log start offset of this replica and of
+        the followers on live brokers whose start offset is known."""
+        starts = [
+            follower.log_start_offset
+            for follower in self.followers.values()
+            if follower.broker_id in live_brokers and follower.log_start_offset != UNKNOWN_OFFSET
+        ]
+        return min([*starts, self.log_start_offset])
 
     def maybe_increment_high_watermark(self, now_ms: int) -> bool:
         """HW = min LEO of the leader, the maximal ISR, and the caught-up followers; it never

@@ -11,7 +11,7 @@ partition moves.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 import attrs
@@ -129,6 +129,43 @@ class DelayedProduce:
                 base_offset=-1,
                 error_message="the high watermark did not reach the batch in time",
             )
+
+
+@attrs.define(eq=False)
+class DelayedDeleteRecords:
+    """A DeleteRecords request: each partition is done once its low watermark (the least log
+    start offset of its live replicas) reaches the offset asked for, or leadership is lost;
+    what is not done at the timeout answers REQUEST_TIMED_OUT.
+
+    `pending` maps each waiting partition to (its replica, the offset required); `answers`
+    maps every partition to (low watermark, error code) and is updated in place."""
+
+    pending: dict[TopicPartition, tuple[Partition, int]]
+    answers: dict[TopicPartition, tuple[int, int]]
+    hosted_partition: Callable[[TopicPartition], Partition | None]
+    live_brokers: Callable[[], Collection[int]]
+
+    @property
+    def keys(self) -> list[TopicPartition]:
+        return sorted(self.pending)
+
+    def try_complete(self) -> bool:
+        live = self.live_brokers()
+        for tp in sorted(self.pending):
+            partition, required = self.pending[tp]
+            if self.hosted_partition(tp) is not partition or not partition.is_leader:
+                self.answers[tp] = (-1, errors.NotLeaderOrFollowerError.code)
+            else:
+                low_watermark = partition.low_watermark(live)
+                if low_watermark < required:
+                    continue
+                self.answers[tp] = (low_watermark, 0)
+            del self.pending[tp]
+        return not self.pending
+
+    def on_expiration(self) -> None:
+        for tp in self.pending:
+            self.answers[tp] = (-1, errors.RequestTimedOutError.code)
 
 
 FetchRead = tuple[tuple[FetchPartitionResponse, ...], int, bool]

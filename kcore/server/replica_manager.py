@@ -19,7 +19,7 @@ import contextlib
 import logging
 import math
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -69,6 +69,7 @@ from kcore.server.log_dir_failure import LogDirFailureChannel
 from kcore.server.log_manager import LogManager, RetentionLimits
 from kcore.server.partition import IsrProposal, Partition
 from kcore.server.purgatory import (
+    DelayedDeleteRecords,
     DelayedFetch,
     DelayedOperationPurgatory,
     DelayedProduce,
@@ -179,6 +180,10 @@ class ReplicaManager:
     fetch_purgatory: DelayedOperationPurgatory = attrs.field(
         factory=lambda: DelayedOperationPurgatory("Fetch"), init=False
     )
+    # DeleteRecords waiting for every live replica's log start offset to pass the offset.
+    delete_records_purgatory: DelayedOperationPurgatory = attrs.field(
+        factory=lambda: DelayedOperationPurgatory("DeleteRecords"), init=False
+    )
     _hw_checkpoints: dict[TopicPartition, int] = attrs.field(factory=dict, init=False)
     _topic_configs: dict[str, TopicConfig] = attrs.field(factory=dict, init=False)
     _state_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
@@ -287,6 +292,7 @@ class ReplicaManager:
         """`tp` moved (its log end, HW or leadership): waiting produces and fetches check."""
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
 
     # -- topic configs -----------------------------------------------------------------------
 
@@ -615,9 +621,14 @@ class ReplicaManager:
         )
 
     def _update_follower(self, partition: Partition, replica_id: int, ask, now_ms: int) -> None:
+        follower = partition.followers.get(replica_id)
+        start_before = follower.log_start_offset if follower is not None else None
         moved = partition.update_follower_fetch_state(
             replica_id, ask.fetch_offset, ask.log_start_offset, now_ms
         )
+        if ask.log_start_offset != start_before:
+            # The follower deleted records below its new start: a DeleteRecords may be done.
+            self.delete_records_purgatory.check_and_complete(partition.tp)
         proposal = partition.propose_isr_expansion(replica_id)
         if proposal is not None:
             state_change_logger.info(
@@ -629,6 +640,39 @@ class ReplicaManager:
             self._submit_isr(partition, proposal)
         if moved:
             self._complete_delayed_requests(partition.tp)
+
+    # -- DeleteRecords -----------------------------------------------------------------------
+
+    async def delete_records(
+        self,
+        offsets: dict[TopicPartition, int],
+        timeout_ms: int,
+        live_brokers: Callable[[], Collection[int]],
+    ) -> dict[TopicPartition, tuple[int, int]]:
+        """Kafka's deleteRecords: each leader moves its log start offset up to the offset
+        asked for (-1: its high watermark); answered per partition with (low watermark,
+        error code) once every live replica has deleted as far, or REQUEST_TIMED_OUT."""
+        answers: dict[TopicPartition, tuple[int, int]] = {}
+        pending: dict[TopicPartition, tuple[Partition, int]] = {}
+        for tp, offset in offsets.items():
+            partition = self.partitions.get(tp)
+            try:
+                if partition is None:
+                    raise errors.UnknownTopicOrPartitionError(f"{tp} is not on {self.broker_id}")
+                with self.handling_log_io_errors(tp, "delete records of"):
+                    required = partition.delete_records_on_leader(offset)
+            except errors.KafkaError as error:
+                answers[tp] = (-1, error.code)
+                continue
+            logger.info("Deleted records of %s before offset %d", tp, required)
+            answers[tp] = (partition.log_start_offset, 0)
+            pending[tp] = (partition, required)
+            self._complete_delayed_requests(tp)
+        if pending:
+            delayed = DelayedDeleteRecords(pending, answers, self.partitions.get, live_brokers)
+            deadline = trio.current_time() + timeout_ms / 1000
+            await self.delete_records_purgatory.try_complete_else_watch(delayed, deadline)
+        return answers
 
     # -- ISR changes -------------------------------------------------------------------------
 

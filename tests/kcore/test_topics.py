@@ -4,7 +4,7 @@ import pytest
 
 from kcore import errors
 from kcore.errors import InvalidTopicError
-from kcore.topic_creation import NewTopic, plan_topic
+from kcore.topic_creation import NewTopic, plan_partition_addition, plan_topic
 from kcore.topics import has_collision, has_collision_chars, is_internal, validate_topic_name
 
 
@@ -86,3 +86,32 @@ def test_an_explicit_assignment_is_kept():
 def test_a_topic_kafka_refuses_is_refused_with_its_error(topic, error):
     with pytest.raises(error):
         _plan(topic, existing=["t_x"])
+
+
+def test_added_partitions_continue_kafkas_assignment_from_partition_zero():
+    existing = {0: (2, 3, 1), 1: (3, 1, 2)}
+    added = plan_partition_addition("t", existing, 5, None, live_brokers=[1, 2, 3])
+    assert sorted(added) == [2, 3, 4]
+    assert all(len(set(replicas)) == 3 for replicas in added.values())
+    # The same start index and partition ids as Kafka's assignReplicasToBrokers call.
+    assert [replicas[0] for _, replicas in sorted(added.items())] == [1, 2, 3]
+
+
+def test_added_partitions_may_be_placed_by_hand():
+    added = plan_partition_addition("t", {0: (1, 2)}, 2, {1: (3, 1)}, live_brokers=[1, 2, 3])
+    assert added == {1: (3, 1)}
+
+
+@pytest.mark.parametrize(
+    ("count", "assignments", "error"),
+    [
+        (1, None, errors.InvalidPartitionsError),  # already has 1
+        (0, None, errors.InvalidPartitionsError),  # fewer
+        (3, {1: (2, 3)}, errors.InvalidReplicaAssignmentError),  # one assignment for two
+        (2, {1: (2,)}, errors.InvalidReplicaAssignmentError),  # another replication factor
+        (2, {1: (2, 9)}, errors.BrokerNotAvailableError),  # no broker 9
+    ],
+)
+def test_partition_additions_kafka_refuses(count, assignments, error):
+    with pytest.raises(error):
+        plan_partition_addition("t", {0: (1, 2)}, count, assignments, live_brokers=[1, 2, 3])

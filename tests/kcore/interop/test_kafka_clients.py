@@ -44,8 +44,8 @@ def _consume_all(cluster, topic: str, partitions: int, expected: int) -> list:
         records: list = []
 
         def read_some():
-            message = consumer.poll(0.5)
-            if message is not None:
+            # Everything that arrived, not one record per call: wait_for pauses between calls.
+            for message in consumer.consume(num_messages=expected, timeout=0.5):
                 assert message.error() is None, message.error()
                 records.append(message)
             return len(records) >= expected
@@ -258,3 +258,83 @@ def test_an_unsupported_request_is_answered_not_dropped(kafka_cluster):
         sock.sendall(_kafka_request(18, 0, 3, b""))
         correlation_id, error_code = struct.unpack_from(">ih", _read_frame(sock))
         assert (correlation_id, error_code) == (3, 0)
+
+
+def test_confluent_kafka_describes_topic_and_broker_configs(kafka_cluster, require_client):
+    require_client("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    topic = _new_topic()
+    created = admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "3600000"})])
+    created[topic].result(timeout=60)
+    described = admin.describe_configs(
+        [ConfigResource(ConfigResource.Type.TOPIC, topic), ConfigResource("broker", "2")]
+    )
+    configs = {resource.name: future.result(timeout=60) for resource, future in described.items()}
+    retention = configs[topic]["retention.ms"]
+    assert retention.value == "3600000" and not retention.is_default
+    assert retention.source == 1  # DYNAMIC_TOPIC_CONFIG: the topic's own override
+    assert configs[topic]["min.insync.replicas"].value == "1"
+    assert configs["2"]["broker.id"].value == "2" and configs["2"]["broker.id"].is_read_only
+
+
+def test_confluent_kafka_adds_partitions_that_take_records(kafka_cluster, require_client):
+    require_client("confluent_kafka")
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    topic = _new_topic()
+    _create_topic(kafka_cluster, topic, partitions=1, replication_factor=2)
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=60)
+    partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
+    assert sorted(partitions) == [0, 1, 2]
+    assert all(len(p.replicas) == 2 and p.leader in p.replicas for p in partitions.values())
+    fewer = admin.create_partitions([NewPartitions(topic, 2)])[topic]
+    with pytest.raises(Exception, match=r"higher than the requested"):
+        fewer.result(timeout=60)
+    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all"})
+    delivered = []
+
+    def on_delivery(error, message):
+        delivered.append((error, message.partition()))
+
+    producer.produce(topic, b"to the new partition", partition=2, on_delivery=on_delivery)
+    assert producer.flush(60) == 0
+    assert delivered == [(None, 2)]
+
+
+def test_confluent_kafka_deletes_records_on_every_replica(kafka_cluster, require_client):
+    require_client("confluent_kafka")
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    topic = _new_topic()
+    _create_topic(kafka_cluster, topic, partitions=1, replication_factor=3)
+    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all"})
+    for i in range(10):
+        producer.produce(topic, f"r{i}".encode(), partition=0)
+    assert producer.flush(60) == 0
+    (future,) = admin.delete_records([TopicPartition(topic, 0, 4)]).values()
+    # Answered once every replica's log starts at 4: the low watermark.
+    assert future.result(timeout=60).low_watermark == 4
+    consumer = Consumer(
+        {"bootstrap.servers": kafka_cluster.bootstrap_servers, "group.id": "unused",
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        assert (low, high) == (4, 10)
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        read: list = []
+
+        def read_some():
+            read.extend(m.offset() for m in consumer.consume(num_messages=10, timeout=0.5))
+            return len(read) >= 6
+
+        wait_for(read_some, "the records left after the deletion")
+        assert read == [4, 5, 6, 7, 8, 9]
+    finally:
+        consumer.close()

@@ -1,0 +1,660 @@
+"""The Kafka-protocol face of a broker's request handling: each handler turns the codec's
+request dict (Kafka's nesting, topic -> partitions) into kcore's request value, calls the
+same code the msgpack handlers call (`KafkaApis`, the replica manager), and turns kcore's
+answer back into Kafka's response dict. Nothing here decides anything a msgpack client
+would get decided differently: this module is translation.
+
+Kafka-protocol connections are clients, never replicas: kcore's brokers replicate over
+kcore's own protocol, so a Fetch or ListOffsets that names a replica id is served as a
+consumer's (Kafka would demand the ClusterAction permission for it).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+import transport
+from kcore import errors
+from kcore.common import TopicPartition
+from kcore.config import (
+    ConfigEntry,
+    ConfigSourceCode,
+    describe_broker_config,
+    describe_topic_config,
+)
+from kcore.protocol.api_keys import ApiKey
+from kcore.protocol.data import (
+    CONSUMER_REPLICA_ID,
+    NO_EPOCH,
+    CreatableTopic,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    FetchPartition,
+    FetchRequest,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    OffsetForLeaderEpochPartition,
+    OffsetForLeaderEpochRequest,
+    ProducePartitionData,
+    ProduceRequest,
+)
+from kcore.server.kafka_versions import API_VERSIONS_KEY, api_versions_body
+from kcore.topic_creation import PartitionAddition
+
+if TYPE_CHECKING:
+    from kcore.server.apis import KafkaApis
+
+logger = logging.getLogger("kcore.server.kafka_apis")
+
+_ZERO_UUID = uuid.UUID(int=0)
+_INT32_MAX = 2**31 - 1
+_INVALID_REQUIRED_ACKS = 21
+_INVALID_REQUEST = 42
+_COORDINATOR_NOT_AVAILABLE = 15
+_FETCH_SESSION_ID_NOT_FOUND = 70
+_UNKNOWN_TOPIC_ID = 100
+_DESCRIBE_CLUSTER = 60
+_NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's "not requested" marker
+_DELETE_RECORDS = 21
+_DESCRIBE_PRODUCERS = 61
+_TOPIC_RESOURCE = 2
+_BROKER_RESOURCE = 4
+
+
+def topic_uuid(topic_id: str | None) -> uuid.UUID:
+    """kcore's topic id (Kafka's Uuid.toString: URL-safe base64, no padding) as a UUID."""
+    if not topic_id:
+        return _ZERO_UUID
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+    except ValueError:
+        return _ZERO_UUID
+
+
+def topic_id_string(value: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def _nest(
+    flat: Iterable[Any], make_partition: Callable[[Any], dict], topic_key: str = "name"
+) -> list[dict]:
+    """Kafka's topic -> partitions nesting of kcore's flat per-partition answers, topics in
+    the order they first appear."""
+    topics: dict[str, list[dict]] = {}
+    for answer in flat:
+        topics.setdefault(answer.topic, []).append(make_partition(answer))
+    return [{topic_key: name, "partitions": parts} for name, parts in topics.items()]
+
+
+@attrs.define(eq=False)
+class KafkaProtocolApis:
+    apis: KafkaApis
+
+    def handlers(self) -> dict[int, transport.Handler]:
+        return {
+            API_VERSIONS_KEY: self.handle_api_versions,
+            ApiKey.METADATA: self.handle_metadata,
+            ApiKey.PRODUCE: self.handle_produce,
+            ApiKey.FETCH: self.handle_fetch,
+            ApiKey.LIST_OFFSETS: self.handle_list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self.handle_offsets_for_leader_epoch,
+            ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            ApiKey.CREATE_TOPICS: self.handle_create_topics,
+            ApiKey.DELETE_TOPICS: self.handle_delete_topics,
+            _DESCRIBE_CLUSTER: self.handle_describe_cluster,
+            ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
+            ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
+            _DELETE_RECORDS: self.handle_delete_records,
+            _DESCRIBE_PRODUCERS: self.handle_describe_producers,
+        }
+
+    # -- connection set-up ---------------------------------------------------------------
+
+    async def handle_api_versions(self, request: transport.Request) -> dict:
+        return api_versions_body()
+
+    # -- metadata ------------------------------------------------------------------------
+
+    async def handle_metadata(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        asked = body.get("topics")
+        if asked is None or (request.api_version == 0 and not asked):
+            names = None  # every topic (v0 said so with an empty list)
+        else:
+            names = []
+            for topic in asked:
+                name = topic.get("name")
+                if name is None:
+                    name = self._topic_name(topic.get("topic_id"))
+                names.append(name if name is not None else "")
+        cache = self.apis.metadata_cache
+        described = self.apis.metadata_response(None if names is None else tuple(names))
+        topics = []
+        for topic in described.topics:
+            topics.append(
+                {
+                    "error_code": topic.error_code,
+                    "name": topic.name,
+                    "topic_id": topic_uuid(topic.topic_id or cache.topic_ids.get(topic.name)),
+                    "is_internal": topic.name.startswith("__"),
+                    "partitions": [
+                        {
+                            "error_code": p.error_code,
+                            "partition_index": p.partition,
+                            "leader_id": p.leader,
+                            "leader_epoch": p.leader_epoch,
+                            "replica_nodes": list(p.replicas),
+                            "isr_nodes": list(p.isr),
+                            "offline_replicas": list(p.offline_replicas),
+                        }
+                        for p in topic.partitions
+                    ],
+                    "topic_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+                }
+            )
+        return {
+            "throttle_time_ms": 0,
+            "brokers": [
+                {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in described.brokers
+            ],
+            "cluster_id": described.cluster_id,
+            "controller_id": described.controller_id,
+            "topics": topics,
+            "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+        }
+
+    def _topic_name(self, topic_id: uuid.UUID | None) -> str | None:
+        if topic_id is None or topic_id == _ZERO_UUID:
+            return None
+        wanted = topic_id_string(topic_id)
+        for name, known in self.apis.metadata_cache.topic_ids.items():
+            if known == wanted:
+                return name
+        return None
+
+    async def handle_describe_cluster(self, request: transport.Request) -> dict:
+        described = self.apis.metadata_response(())
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "error_message": None,
+            "cluster_id": described.cluster_id,
+            "controller_id": described.controller_id,
+            "brokers": [
+                {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in described.brokers
+            ],
+            "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+        }
+
+    # -- produce and fetch ---------------------------------------------------------------
+
+    async def handle_produce(self, request: transport.Request) -> dict | None:
+        body: dict = request.body  # type: ignore[assignment]
+        acks, timeout_ms = body["acks"], body["timeout_ms"]
+        asked = [
+            (topic["name"], part["index"], part["records"])
+            for topic in body["topic_data"]
+            for part in topic["partition_data"]
+        ]
+        if body.get("transactional_id") is not None:
+            return self._produce_error(asked, _INVALID_REQUEST, "kcore has no transactions")
+        if acks not in (-1, 0, 1):
+            return self._produce_error(
+                asked, _INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, got {acks}"
+            )
+        produce = ProduceRequest(
+            acks,
+            max(timeout_ms, 0),
+            tuple(
+                ProducePartitionData(topic, partition, bytes(records or b""))
+                for topic, partition, records in asked
+            ),
+        )
+        response = await self.apis.replica_manager.append_records(produce)
+        if acks == 0:
+            return None
+        return {
+            "responses": [
+                {"name": topic["name"], "partition_responses": topic["partitions"]}
+                for topic in _nest(response.partitions, _produce_partition)
+            ],
+            "throttle_time_ms": 0,
+        }
+
+    @staticmethod
+    def _produce_error(asked: list[tuple[str, int, Any]], code: int, message: str) -> dict:
+        topics: dict[str, list[dict]] = {}
+        for topic, partition, _ in asked:
+            topics.setdefault(topic, []).append(
+                {"index": partition, "error_code": code, "base_offset": -1,
+                 "error_message": message}
+            )  # fmt: skip
+        return {
+            "responses": [
+                {"name": name, "partition_responses": parts} for name, parts in topics.items()
+            ],
+            "throttle_time_ms": 0,
+        }
+
+    async def handle_fetch(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        if body.get("session_id", 0) != 0:
+            # kcore never hands out fetch sessions (KIP-227): it answers every fetch in full
+            # with session id 0, which tells clients to send full fetches.
+            return {
+                "throttle_time_ms": 0,
+                "error_code": _FETCH_SESSION_ID_NOT_FOUND,
+                "session_id": 0,
+                "responses": [],
+            }
+        asked = []
+        for topic in body["topics"]:
+            for part in topic["partitions"]:
+                asked.append(
+                    FetchPartition(
+                        topic["topic"],
+                        part["partition"],
+                        part["fetch_offset"],
+                        max(part["partition_max_bytes"], 0),
+                        current_leader_epoch=part.get("current_leader_epoch", NO_EPOCH),
+                        last_fetched_epoch=part.get("last_fetched_epoch", NO_EPOCH),
+                        log_start_offset=part.get("log_start_offset", -1),
+                    )
+                )
+        max_bytes = body.get("max_bytes", _INT32_MAX) if request.api_version >= 3 else _INT32_MAX
+        fetch = FetchRequest(
+            CONSUMER_REPLICA_ID,
+            -1,
+            max(body["max_wait_ms"], 0),
+            max(body["min_bytes"], 0),
+            max(max_bytes, 0),
+            tuple(asked),
+        )
+        response = await self.apis.replica_manager.fetch_messages(fetch)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "session_id": 0,
+            "responses": _nest(response.partitions, _fetch_partition, topic_key="topic"),
+        }
+
+    async def handle_delete_records(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        offsets = {
+            TopicPartition(topic["name"], part["partition_index"]): part["offset"]
+            for topic in body["topics"]
+            for part in topic["partitions"]
+        }
+        cache = self.apis.metadata_cache
+        answers = await self.apis.replica_manager.delete_records(
+            offsets, max(body["timeout_ms"], 0), lambda: cache.brokers.keys()
+        )
+        topics: dict[str, list[dict]] = {}
+        for tp, (low_watermark, error_code) in answers.items():
+            topics.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "low_watermark": low_watermark,
+                 "error_code": error_code}
+            )  # fmt: skip
+        return {
+            "throttle_time_ms": 0,
+            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+        }
+
+    async def handle_list_offsets(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        asked = ListOffsetsRequest(
+            CONSUMER_REPLICA_ID,
+            tuple(
+                ListOffsetsPartition(
+                    topic["name"],
+                    part["partition_index"],
+                    part["timestamp"],
+                    part.get("current_leader_epoch", NO_EPOCH),
+                )
+                for topic in body["topics"]
+                for part in topic["partitions"]
+            ),
+        )
+        response = self.apis.replica_manager.list_offsets(asked)
+
+        def partition(answer: Any) -> dict:
+            found = answer.error_code == 0
+            return {
+                "partition_index": answer.partition,
+                "error_code": answer.error_code,
+                "old_style_offsets": [answer.offset] if found else [],
+                "timestamp": -1,
+                "offset": answer.offset,
+                "leader_epoch": answer.leader_epoch,
+            }
+
+        return {"throttle_time_ms": 0, "topics": _nest(response.partitions, partition)}
+
+    async def handle_offsets_for_leader_epoch(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        asked = OffsetForLeaderEpochRequest(
+            CONSUMER_REPLICA_ID,
+            tuple(
+                OffsetForLeaderEpochPartition(
+                    topic["topic"],
+                    part["partition"],
+                    part.get("current_leader_epoch", NO_EPOCH),
+                    part["leader_epoch"],
+                )
+                for topic in body["topics"]
+                for part in topic["partitions"]
+            ),
+        )
+        response = self.apis.replica_manager.last_offsets_for_leader_epochs(asked)
+
+        def partition(answer: Any) -> dict:
+            return {
+                "error_code": answer.error_code,
+                "partition": answer.partition,
+                "leader_epoch": answer.leader_epoch,
+                "end_offset": answer.end_offset,
+            }
+
+        return {
+            "throttle_time_ms": 0,
+            "topics": _nest(response.partitions, partition, topic_key="topic"),
+        }
+
+    # -- producers and coordinators ------------------------------------------------------
+
+    async def handle_init_producer_id(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        if body.get("transactional_id") is not None:
+            logger.warning(
+                "InitProducerId for transactional id %r from %s refused: kcore has no "
+                "transactions (idempotent producers only)",
+                body["transactional_id"],
+                request.connection.peer_name,
+            )
+            return {"throttle_time_ms": 0, "error_code": _INVALID_REQUEST,
+                    "producer_id": -1, "producer_epoch": -1}  # fmt: skip
+        # Kafka gives an idempotent producer a new id whenever it asks, bumping nothing
+        # (TransactionCoordinator.handleInitProducerId without a transactional id).
+        answer = await self.apis.init_producer_id()
+        return {
+            "throttle_time_ms": 0,
+            "error_code": answer.error_code,
+            "producer_id": answer.producer_id,
+            "producer_epoch": answer.producer_epoch,
+        }
+
+    async def handle_describe_producers(self, request: transport.Request) -> dict:
+        """The idempotent producers a partition's leader knows (Kafka's DescribeProducers):
+        id, epoch, last sequence and timestamp; no transactions, so no coordinator epoch."""
+        body: dict = request.body  # type: ignore[assignment]
+        partitions = self.apis.replica_manager.partitions
+        topics = []
+        for topic in body["topics"]:
+            described = []
+            for index in topic["partition_indexes"]:
+                partition = partitions.get(TopicPartition(topic["name"], index))
+                try:
+                    if partition is None:
+                        raise errors.UnknownTopicOrPartitionError(
+                            f"{topic['name']}-{index} is not on broker {self.apis.broker_id}"
+                        )
+                    partition.check_leader()
+                except errors.KafkaError as error:
+                    described.append(
+                        {"partition_index": index, "error_code": error.code,
+                         "error_message": str(error), "active_producers": []}
+                    )  # fmt: skip
+                    continue
+                producers = partition.log.producer_state.producers
+                described.append(
+                    {
+                        "partition_index": index,
+                        "error_code": 0,
+                        "error_message": None,
+                        "active_producers": [
+                            {
+                                "producer_id": producer_id,
+                                "producer_epoch": entry.epoch,
+                                "last_sequence": entry.last_seq,
+                                "last_timestamp": entry.batches[-1].max_timestamp
+                                if entry.batches
+                                else -1,
+                                "coordinator_epoch": -1,
+                                "current_txn_start_offset": -1,
+                            }
+                            for producer_id, entry in sorted(producers.items())
+                        ],
+                    }
+                )
+            topics.append({"name": topic["name"], "partitions": described})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    async def handle_find_coordinator(self, request: transport.Request) -> dict:
+        """No group or transaction coordinator runs on kcore's brokers yet: every key gets
+        COORDINATOR_NOT_AVAILABLE (retriable; consumers that only assign() never need one)."""
+        body: dict = request.body  # type: ignore[assignment]
+        message = "kcore has no group or transaction coordinator"
+        keys = body.get("coordinator_keys") or []
+        return {
+            "throttle_time_ms": 0,
+            "error_code": _COORDINATOR_NOT_AVAILABLE,
+            "error_message": message,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "coordinators": [
+                {
+                    "key": key,
+                    "node_id": -1,
+                    "host": "",
+                    "port": -1,
+                    "error_code": _COORDINATOR_NOT_AVAILABLE,
+                    "error_message": message,
+                }
+                for key in keys
+            ],
+        }
+
+    # -- configs -------------------------------------------------------------------------
+
+    async def handle_describe_configs(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        results = []
+        for resource in body["resources"]:
+            kind, name = resource["resource_type"], resource["resource_name"]
+            try:
+                entries = await self._describe_resource(kind, name)
+            except errors.KafkaError as error:
+                results.append(
+                    {"error_code": error.code, "error_message": str(error),
+                     "resource_type": kind, "resource_name": name, "configs": []}
+                )  # fmt: skip
+                continue
+            keys = resource.get("configuration_keys")
+            if keys is not None:
+                entries = [e for e in entries if e.name in set(keys)]
+            results.append(
+                {
+                    "error_code": 0,
+                    "error_message": None,
+                    "resource_type": kind,
+                    "resource_name": name,
+                    "configs": [
+                        {
+                            "name": entry.name,
+                            "value": entry.value,
+                            "read_only": entry.read_only,
+                            "is_default": entry.source == ConfigSourceCode.DEFAULT_CONFIG,
+                            "config_source": int(entry.source),
+                            "is_sensitive": entry.is_sensitive,
+                            "synonyms": [],
+                            "config_type": int(entry.config_type),
+                            "documentation": None,
+                        }
+                        for entry in entries
+                    ],
+                }
+            )
+        return {"throttle_time_ms": 0, "results": results}
+
+    async def _describe_resource(self, kind: int, name: str) -> list[ConfigEntry]:
+        apis = self.apis
+        if kind == _TOPIC_RESOURCE:
+            if not apis.metadata_cache.partitions_of(name):
+                raise errors.UnknownTopicOrPartitionError(f"Topic '{name}' does not exist")
+            overrides = await apis.zk_client.read_topic_configs(name)
+            return describe_topic_config(overrides, apis.config)
+        if kind == _BROKER_RESOURCE:
+            if name == "":
+                return []  # cluster-wide dynamic defaults: kcore has none yet
+            if name != str(apis.broker_id):
+                raise errors.InvalidRequestError(
+                    f"broker {apis.broker_id} describes its own configs, not broker {name!r}'s"
+                )
+            return describe_broker_config(apis.config)
+        raise errors.InvalidRequestError(
+            f"resource type {kind} is not supported (2 = topic, 4 = broker)"
+        )
+
+    # -- topic admin ---------------------------------------------------------------------
+
+    async def handle_create_topics(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        topics = []
+        for topic in body["topics"]:
+            configs = {c["name"]: c["value"] for c in topic["configs"] if c["value"] is not None}
+            assignments = {
+                a["partition_index"]: tuple(a["broker_ids"]) for a in topic["assignments"]
+            }
+            topics.append(
+                CreatableTopic(
+                    topic["name"],
+                    topic["num_partitions"],
+                    topic["replication_factor"],
+                    assignments,
+                    configs,
+                )
+            )
+        response = await self.apis.create_topics(
+            CreateTopicsRequest(
+                tuple(topics), max(body["timeout_ms"], 0), body.get("validate_only", False)
+            )
+        )
+        cache = self.apis.metadata_cache
+        results = []
+        for result in response.topics:
+            partitions = cache.partitions_of(result.name) if result.error_code == 0 else []
+            results.append(
+                {
+                    "name": result.name,
+                    "topic_id": topic_uuid(cache.topic_ids.get(result.name)),
+                    "error_code": result.error_code,
+                    "error_message": result.error_message,
+                    "num_partitions": len(partitions) if partitions else -1,
+                    "replication_factor": len(partitions[0].replicas) if partitions else -1,
+                    "configs": None,
+                }
+            )
+        return {"throttle_time_ms": 0, "topics": results}
+
+    async def handle_create_partitions(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        additions = [
+            PartitionAddition(
+                topic["name"],
+                topic["count"],
+                None
+                if topic["assignments"] is None
+                else tuple(tuple(a["broker_ids"]) for a in topic["assignments"]),
+            )
+            for topic in body["topics"]
+        ]
+        results = await self.apis.create_partitions(
+            additions, max(body["timeout_ms"], 0), body.get("validate_only", False)
+        )
+        return {
+            "throttle_time_ms": 0,
+            "results": [
+                {"name": r.name, "error_code": r.error_code, "error_message": r.error_message}
+                for r in results
+            ],
+        }
+
+    async def handle_delete_topics(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        names: list[str] = []
+        unknown_ids: list[uuid.UUID] = []
+        if request.api_version >= 6:
+            for topic in body["topics"]:
+                name = topic.get("name") or self._topic_name(topic.get("topic_id"))
+                if name is None:
+                    unknown_ids.append(topic.get("topic_id") or _ZERO_UUID)
+                else:
+                    names.append(name)
+        else:
+            names = list(body["topic_names"])
+        response = await self.apis.delete_topics(
+            DeleteTopicsRequest(tuple(names), max(body["timeout_ms"], 0))
+        )
+        cache = self.apis.metadata_cache
+        results = [
+            {
+                "name": result.name,
+                "topic_id": topic_uuid(cache.topic_ids.get(result.name)),
+                "error_code": result.error_code,
+                "error_message": result.error_message,
+            }
+            for result in response.topics
+        ]
+        results += [
+            {"name": None, "topic_id": topic_id, "error_code": _UNKNOWN_TOPIC_ID,
+             "error_message": f"no topic has id {topic_id_string(topic_id)}"}
+            for topic_id in unknown_ids
+        ]  # fmt: skip
+        return {"throttle_time_ms": 0, "responses": results}
+
+
+def _produce_partition(answer: Any) -> dict:
+    return {
+        "index": answer.partition,
+        "error_code": answer.error_code,
+        "base_offset": answer.base_offset,
+        "log_append_time_ms": answer.log_append_time_ms,
+        "log_start_offset": answer.log_start_offset,
+        "record_errors": [],
+        "error_message": answer.error_message,
+    }
+
+
+def _fetch_partition(answer: Any) -> dict:
+    partition = {
+        "partition_index": answer.partition,
+        "error_code": answer.error_code,
+        "high_watermark": answer.high_watermark,
+        # No transactions: everything below the high watermark is stable.
+        "last_stable_offset": answer.high_watermark,
+        "log_start_offset": answer.log_start_offset,
+        "aborted_transactions": None if answer.error_code == 0 else [],
+        "preferred_read_replica": -1,
+        "records": answer.records,
+    }
+    if answer.diverging_epoch is not None:
+        partition["diverging_epoch"] = {
+            "epoch": answer.diverging_epoch.epoch,
+            "end_offset": answer.diverging_epoch.end_offset,
+        }
+    if answer.error_code != 0 and answer.current_leader_epoch != NO_EPOCH:
+        partition["current_leader"] = {
+            "leader_id": answer.current_leader,
+            "leader_epoch": answer.current_leader_epoch,
+        }
+    return partition
