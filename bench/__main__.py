@@ -31,6 +31,7 @@ SUITE_ORDER = (
     "transport-raw",
     "zk-ops",
     "produce",
+    "kafka-produce",
     "e2e-latency",
     "failover",
     "controller-failover",

@@ -73,6 +73,7 @@ def get_workload(name: str) -> Workload:
 from bench.workloads import (  # noqa: E402, F401
     e2e_latency,
     failover,
+    kafka_produce,
     produce,
     sim_campaign,
     transport_raw,
