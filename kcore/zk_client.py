@@ -686,6 +686,46 @@ class KafkaZkClient:
                 logger.info("Reading %s failed (%r); retrying", path, error)
                 await trio.sleep(CONNECTION_LOSS_RETRY_BACKOFF)
 
+    async def change_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
+        """Kafka's AdminZkClient.changeTopicConfig: the topic's overrides replaced as a
+        whole, then a change notification (/config/changes/config_change_N) that every
+        broker's config listener processes. UnknownTopicOrPartitionError for a topic that
+        does not exist."""
+        zk = self._single_attempt
+        if await zk.exists(zkdata.topic_path(topic)) is None:
+            raise errors.UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist")
+        path = zkdata.config_path("topics", topic)
+        data = zkdata.encode_config(dict(configs))
+        try:
+            await zk.set(path, data)
+        except zkstub.NoNodeError:
+            await zk.create(path, data, make_parents=True)
+        await zk.create(
+            f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
+            zkdata.encode_config_change(f"topics/{topic}"),
+            sequence=True,
+            make_parents=True,
+        )
+
+    async def get_config_changes(self, watch: Watch | None = None) -> list[str]:
+        """The change notifications' names (`watch` on new ones), oldest first."""
+        names = await self.zk.get_children(zkdata.CONFIG_CHANGES, watch=_watcher(watch))
+        return sorted(n for n in names if n.startswith(zkdata.CONFIG_CHANGE_PREFIX))
+
+    async def read_config_change(self, name: str) -> tuple[str, int] | None:
+        """A notification's entity path ("topics/T") and creation time (ms since the epoch,
+        ZooKeeper's ctime); None once it has been purged."""
+        path = f"{zkdata.CONFIG_CHANGES}/{name}"
+        try:
+            data, stat = await self.zk.get(path)
+        except zkstub.NoNodeError:
+            return None
+        return zkdata.decode_config_change(data), stat.ctime
+
+    async def delete_config_change(self, name: str) -> None:
+        with contextlib.suppress(zkstub.NoNodeError):
+            await self.zk.delete(f"{zkdata.CONFIG_CHANGES}/{name}")
+
     async def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """Each topic's overrides from /config/topics/T ({} when it has none), the reads
         pipelined, for the controller. Unlike `read_topic_configs` an expired session is

@@ -6,6 +6,7 @@ ConfigError naming the key and the value. Attributes use Python names
 (`config.replica_lag_time_max_ms` for `replica.lag.time.max.ms`).
 """
 
+from kcore.config._alter import AlterConfigOp, apply_incremental_alterations
 from kcore.config._broker import BROKER_DEFINITIONS, KafkaConfig
 from kcore.config._definitions import ConfigDef, ConfigError, Password, parse_value
 from kcore.config._describe import (
@@ -21,6 +22,7 @@ from kcore.config._topic import InvalidTopicConfigError, LogConfig, TopicConfig
 
 __all__ = [
     "BROKER_DEFINITIONS",
+    "AlterConfigOp",
     "ConfigDef",
     "ConfigEntry",
     "ConfigError",
@@ -34,6 +36,7 @@ __all__ = [
     "Password",
     "TopicConfig",
     "apply_dynamic",
+    "apply_incremental_alterations",
     "describe_broker_config",
     "describe_topic_config",
     "parse_properties",

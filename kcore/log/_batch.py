@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import crc32c
 
+from kcore import errors
 from kcore.log._compression import (
     CODEC_MASK,
     COMPRESSION_TYPES,
@@ -192,6 +193,36 @@ def validate_batch(data: bytes | bytearray | memoryview, position: int = 0) -> B
             "of Kafka's"
         )
     return header
+
+
+def check_produced_batch(header: BatchHeader, where: str) -> None:
+    """What Kafka's LogValidator.validateBatch requires of a batch a client produced, beyond
+    a sound CRC: an offset range that matches its record count, no control records, a
+    sequence when it has a producer id; and, kcore having no transactions, no transactional
+    batch. Raises InvalidRecordError naming `where` (the partition)."""
+    count_from_offsets = header.last_offset_delta + 1
+    if header.record_count <= 0:
+        raise errors.InvalidRecordError(
+            f"Invalid reported count for record batch: {header.record_count} in {where}"
+        )
+    if count_from_offsets != header.record_count:
+        raise errors.InvalidRecordError(
+            f"Inconsistent batch offset range [{header.base_offset}, {header.last_offset}] "
+            f"and count of records {header.record_count} in {where}"
+        )
+    if header.is_control:
+        raise errors.InvalidRecordError(
+            f"Clients are not allowed to write control records in {where}"
+        )
+    if header.producer_id != NO_PRODUCER_ID and header.base_sequence < 0:
+        raise errors.InvalidRecordError(
+            f"Invalid sequence number {header.base_sequence} in record batch with producerId "
+            f"{header.producer_id} in {where}"
+        )
+    if header.is_transactional:
+        raise errors.InvalidRecordError(
+            f"Transactional records are not supported (kcore has no transactions) in {where}"
+        )
 
 
 def split_batches(data: bytes | bytearray | memoryview) -> list[tuple[BatchHeader, bytes]]:

@@ -18,6 +18,7 @@ import trio
 import transport
 from kcore import errors
 from kcore.common import NO_LEADER
+from kcore.config import TopicConfig
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import (
     ControlledShutdownRequest,
@@ -369,6 +370,24 @@ class KafkaApis:
             return
         await self.zk_client.add_partitions(addition.topic, added, len(assignment))
         logger.info("Adding partitions %s to topic %s", added, addition.topic)
+
+    async def alter_topic_config(
+        self,
+        topic: str,
+        overrides: Callable[[dict[str, str]], dict[str, str]],
+        validate_only: bool,
+    ) -> None:
+        """Replaces `topic`'s overrides by `overrides(current)` once they validate (Kafka's
+        AdminZkClient.changeTopicConfig): every broker reloads the topic's config from its
+        change notification. Raises the KafkaError an AlterConfigs response carries."""
+        if not self.metadata_cache.partitions_of(topic):
+            raise errors.UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist")
+        new = overrides(await self.zk_client.read_topic_configs(topic))
+        TopicConfig.from_dict(new, self.config)  # INVALID_CONFIG, naming the key
+        if validate_only:
+            return
+        await self.zk_client.change_topic_config(topic, new)
+        logger.info("Changed the config of topic %s to %s", topic, new)
 
     async def handle_delete_topics(self, request: transport.Request) -> Any:
         """Marks topics for deletion under /admin/delete_topics (the controller deletes

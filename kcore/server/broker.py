@@ -31,6 +31,7 @@ from kcore.controller.controller import KafkaController
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
 from kcore.server.apis import KafkaApis
+from kcore.server.config_changes import ConfigChangeListener
 from kcore.server.controlled_shutdown import movable_partitions
 from kcore.server.kafka_apis import KafkaProtocolApis
 from kcore.server.kafka_protocol import KafkaProtocol
@@ -177,6 +178,12 @@ class BrokerServer:
             name=f"broker-{self.broker_id}",
         ) as supervisor:
             await supervisor.start(replica_manager.run, name="replica-manager")
+            config_changes = ConfigChangeListener(
+                zk_client,
+                replica_manager.reload_topic_config,
+                wall_clock_ms=lambda: int(self.clock() * 1000),
+            )
+            await supervisor.start(config_changes.run, name="config-changes")
             self.endpoints = await self._start_listeners(supervisor, network)
             broker = Broker(self.broker_id, self.endpoints, self.config.broker_rack)
             self.broker_epoch = await zk_client.register_broker(broker)

@@ -25,6 +25,7 @@ from kcore.common import TopicPartition
 from kcore.config import (
     ConfigEntry,
     ConfigSourceCode,
+    apply_incremental_alterations,
     describe_broker_config,
     describe_topic_config,
 )
@@ -62,6 +63,7 @@ _UNKNOWN_TOPIC_ID = 100
 _DESCRIBE_CLUSTER = 60
 _NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's "not requested" marker
 _DELETE_RECORDS = 21
+_INCREMENTAL_ALTER_CONFIGS = 44
 _DESCRIBE_PRODUCERS = 61
 _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
@@ -110,6 +112,8 @@ class KafkaProtocolApis:
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
             _DESCRIBE_CLUSTER: self.handle_describe_cluster,
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
+            ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
+            _INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             _DELETE_RECORDS: self.handle_delete_records,
             _DESCRIBE_PRODUCERS: self.handle_describe_producers,
@@ -505,6 +509,53 @@ class KafkaProtocolApis:
                 }
             )
         return {"throttle_time_ms": 0, "results": results}
+
+    async def handle_alter_configs(self, request: transport.Request) -> dict:
+        """AlterConfigs: each topic's overrides replaced by the ones given."""
+        body: dict = request.body  # type: ignore[assignment]
+
+        def replacement(resource: dict) -> Callable[[dict[str, str]], dict[str, str]]:
+            given = {c["name"]: c["value"] for c in resource["configs"] if c["value"] is not None}
+            return lambda _current: given
+
+        return await self._alter_configs(body, replacement)
+
+    async def handle_incremental_alter_configs(self, request: transport.Request) -> dict:
+        """IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT on a topic's overrides."""
+        body: dict = request.body  # type: ignore[assignment]
+
+        def alterations(resource: dict) -> Callable[[dict[str, str]], dict[str, str]]:
+            ops = [(c["name"], c["config_operation"], c["value"]) for c in resource["configs"]]
+            return lambda current: apply_incremental_alterations(current, ops)
+
+        return await self._alter_configs(body, alterations)
+
+    async def _alter_configs(
+        self, body: dict, change: Callable[[dict], Callable[[dict[str, str]], dict[str, str]]]
+    ) -> dict:
+        responses = []
+        for resource in body["resources"]:
+            kind, name = resource["resource_type"], resource["resource_name"]
+            try:
+                if kind != _TOPIC_RESOURCE:
+                    raise errors.InvalidRequestError(
+                        f"resource type {kind} cannot be altered: kcore's dynamic configs are "
+                        "topic configs (2); broker configs are static (server.properties)"
+                    )
+                await self.apis.alter_topic_config(
+                    name, change(resource), body.get("validate_only", False)
+                )
+            except errors.KafkaError as error:
+                responses.append(
+                    {"error_code": error.code, "error_message": str(error),
+                     "resource_type": kind, "resource_name": name}
+                )  # fmt: skip
+                continue
+            responses.append(
+                {"error_code": 0, "error_message": None, "resource_type": kind,
+                 "resource_name": name}
+            )  # fmt: skip
+        return {"throttle_time_ms": 0, "responses": responses}
 
     async def _describe_resource(self, kind: int, name: str) -> list[ConfigEntry]:
         apis = self.apis

@@ -30,6 +30,8 @@ IMPLEMENTED: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    44: (0, 1),  # IncrementalAlterConfigs
     21: (0, 2),  # DeleteRecords
     60: (0, 0),  # DescribeCluster
     61: (0, 0),  # DescribeProducers

@@ -30,7 +30,7 @@ import transport
 from kcore import errors
 from kcore.common import EPOCH_DURING_DELETE, TopicPartition
 from kcore.config import InvalidTopicConfigError, TopicConfig
-from kcore.log import CorruptRecordError, split_batches, validate_batch
+from kcore.log import CorruptRecordError, check_produced_batch, split_batches
 from kcore.protocol.control import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -308,6 +308,18 @@ class ReplicaManager:
             self._topic_configs[topic] = config
         return config
 
+    async def reload_topic_config(self, topic: str) -> None:
+        """`topic`'s config changed (an admin's AlterConfigs): read it again, and give its
+        hosted logs their new segment and flush settings; retention, min.insync.replicas
+        and max.message.bytes are read from the cached config each time they are used."""
+        if topic not in self._topic_configs:
+            return  # never used here, so nothing holds the old config
+        config = await self.topic_config(topic, refresh=True)
+        for tp in sorted(self.partitions):
+            if tp.topic == topic:
+                with self.handling_log_io_errors(tp, "reconfigure"):
+                    self.log_manager.get_or_create_log(tp, config, self.log_dir_failures)
+
     # -- LeaderAndIsr ------------------------------------------------------------------------
 
     async def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
@@ -538,8 +550,8 @@ class ReplicaManager:
                 f"{len(records)} bytes of records exceed max.message.bytes "
                 f"{config.max_message_bytes} of {tp.topic}"
             )
-        for _header, batch in split_batches(records):
-            validate_batch(batch)
+        for header, _batch in split_batches(records):  # each batch's CRC checked
+            check_produced_batch(header, str(tp))
         with self.handling_log_io_errors(tp, "append to"):
             first, last = partition.append_as_leader(
                 records, acks, config.min_insync_replicas, self.wall_clock_ms()

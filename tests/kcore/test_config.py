@@ -452,3 +452,59 @@ def test_a_compacted_topic_is_refused_as_an_invalid_config(policy: str) -> None:
         TopicConfig.from_dict({"cleanup.policy": policy})
     assert str(info.value).startswith(f"cleanup.policy={policy} is not supported yet: ")
     assert info.value.code == 40
+
+
+def test_incremental_alterations_set_delete_append_and_subtract():
+    from kcore.config import AlterConfigOp, apply_incremental_alterations
+
+    current = {"retention.ms": "1000", "min.insync.replicas": "2"}
+    altered = apply_incremental_alterations(
+        current,
+        [
+            ("retention.ms", AlterConfigOp.DELETE, None),
+            ("min.insync.replicas", AlterConfigOp.SET, "3"),
+            ("cleanup.policy", AlterConfigOp.SUBTRACT, "delete"),
+        ],
+    )
+    assert altered == {"min.insync.replicas": "3", "cleanup.policy": ""}
+    appended = apply_incremental_alterations(
+        {}, [("cleanup.policy", AlterConfigOp.APPEND, "delete")]
+    )
+    assert appended == {"cleanup.policy": "delete"}  # already the default: not twice
+    assert current == {"retention.ms": "1000", "min.insync.replicas": "2"}  # not modified
+
+
+@pytest.mark.parametrize(
+    ("alterations", "error", "reason"),
+    [
+        ([("no.such", 0, "1")], "InvalidTopicConfigError", "Unknown topic config name: no.such"),
+        ([("retention.ms", 2, "5")], "InvalidTopicConfigError", "append is not allowed"),
+        ([("retention.ms", 0, "1"), ("retention.ms", 1, None)], "InvalidRequestError", "duplicate"),
+        ([("retention.ms", 9, "1")], "InvalidRequestError", "Unknown config operation 9"),
+    ],
+)
+def test_incremental_alterations_kafka_refuses(alterations, error, reason):
+    from kcore.config import apply_incremental_alterations
+
+    with pytest.raises(Exception, match=reason) as raised:
+        apply_incremental_alterations({}, alterations)
+    assert type(raised.value).__name__ == error
+
+
+def test_described_topic_configs_say_where_each_value_comes_from():
+    from kcore.config import ConfigSourceCode, describe_topic_config
+
+    broker = KafkaConfig.from_dict(
+        {"broker.id": 1, "zookeeper.connect": "zk:2181", "log.dirs": "/tmp/k",
+         "log.retention.hours": 5}
+    )  # fmt: skip
+    entries = {e.name: e for e in describe_topic_config({"min.insync.replicas": "2"}, broker)}
+    assert (entries["min.insync.replicas"].value, entries["min.insync.replicas"].source) == (
+        "2",
+        ConfigSourceCode.DYNAMIC_TOPIC_CONFIG,
+    )
+    assert (entries["retention.ms"].value, entries["retention.ms"].source) == (
+        str(5 * 3_600_000),
+        ConfigSourceCode.STATIC_BROKER_CONFIG,
+    )
+    assert entries["cleanup.policy"].source == ConfigSourceCode.DEFAULT_CONFIG

@@ -338,3 +338,57 @@ def test_confluent_kafka_deletes_records_on_every_replica(kafka_cluster, require
         assert read == [4, 5, 6, 7, 8, 9]
     finally:
         consumer.close()
+
+
+def test_confluent_kafka_alters_topic_configs_that_brokers_then_enforce(
+    kafka_cluster, require_client
+):
+    require_client("confluent_kafka")
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+    )
+
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    topic = _new_topic()
+    _create_topic(kafka_cluster, topic, partitions=1, replication_factor=3)
+    producer = Producer(
+        # No retries: the broker's NOT_ENOUGH_REPLICAS reaches the callback as it is.
+        {"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all", "retries": 0}
+    )  # fmt: skip
+
+    def produce_one() -> str:
+        outcome = []
+
+        def on_delivery(error, _message):
+            outcome.append("ok" if error is None else str(error))
+
+        producer.produce(topic, b"x", on_delivery=on_delivery)
+        producer.flush(10)
+        return outcome[0]
+
+    def alter(op, value=None):
+        entry = ConfigEntry("min.insync.replicas", value, incremental_operation=op)
+        resource = ConfigResource("topic", topic, incremental_configs=[entry])
+        for future in admin.incremental_alter_configs([resource]).values():
+            future.result(timeout=60)
+
+    assert produce_one() == "ok"
+    # More in-sync replicas than the topic has: acks=all is refused once brokers reload.
+    alter(AlterConfigOpType.SET, "4")
+    wait_for(lambda: "NOT_ENOUGH_REPLICAS" in produce_one(), "min.insync.replicas=4 to apply")
+    described = admin.describe_configs([ConfigResource("topic", topic)])
+    (config,) = [future.result(timeout=60) for future in described.values()]
+    assert config["min.insync.replicas"].value == "4"
+    alter(AlterConfigOpType.DELETE)
+    wait_for(lambda: produce_one() == "ok", "the default min.insync.replicas to apply again")
+    bad = ConfigResource(
+        "topic", topic, incremental_configs=[ConfigEntry("no.such.config", "1",
+                                                         incremental_operation=AlterConfigOpType.SET)]
+    )  # fmt: skip
+    with pytest.raises(Exception, match=r"no\.such\.config"):
+        for future in admin.incremental_alter_configs([bad]).values():
+            future.result(timeout=60)

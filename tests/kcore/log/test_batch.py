@@ -1,12 +1,15 @@
+import attrs
 import crc32c
 import pytest
 
+from kcore import errors
 from kcore.log import (
     COMPRESSION_TYPES,
     HEADER_SIZE,
     CorruptRecordError,
     Record,
     build_batch,
+    check_produced_batch,
     iter_batch_records,
     iter_records,
     parse_header,
@@ -152,3 +155,31 @@ def test_a_batch_from_a_memoryview_or_bytearray_reads_the_same(compression):
     expected = list(iter_records(batch))
     assert list(iter_records(bytearray(batch))) == expected
     assert list(iter_records(memoryview(batch))) == expected
+
+
+def _header_of(batch: bytes):
+    return validate_batch(batch)
+
+
+def test_a_sound_produced_batch_passes_the_checks_kafka_makes():
+    batch = build_batch([(1, None, b"a"), (2, None, b"b")], producer_id=4, base_sequence=0)
+    check_produced_batch(_header_of(batch), "t-0")
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"record_count": 3}, "Inconsistent batch offset range"),
+        ({"record_count": 0, "last_offset_delta": -1}, "Invalid reported count"),
+        ({"attributes": 0x20}, "control records"),
+        ({"attributes": 0x10}, "Transactional"),
+        ({"base_sequence": -1}, "Invalid sequence number"),
+    ],
+)
+def test_produced_batches_kafka_refuses_are_invalid_records(change, reason):
+    header = attrs.evolve(
+        _header_of(build_batch([(1, None, b"a"), (2, None, b"b")], producer_id=4, base_sequence=0)),
+        **change,
+    )
+    with pytest.raises(errors.InvalidRecordError, match=reason):
+        check_produced_batch(header, "t-0")
