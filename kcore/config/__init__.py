@@ -10,6 +10,8 @@ from kcore.config._alter import AlterConfigOp, apply_incremental_alterations
 from kcore.config._broker import BROKER_DEFINITIONS, KafkaConfig
 from kcore.config._definitions import ConfigDef, ConfigError, Password, parse_value
 from kcore.config._describe import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
     ConfigEntry,
     ConfigSourceCode,
     ConfigTypeCode,
@@ -22,6 +24,8 @@ from kcore.config._topic import InvalidTopicConfigError, LogConfig, TopicConfig
 
 __all__ = [
     "BROKER_DEFINITIONS",
+    "BROKER_RESOURCE",
+    "TOPIC_RESOURCE",
     "AlterConfigOp",
     "ConfigDef",
     "ConfigEntry",

@@ -13,6 +13,10 @@ from kcore.config._broker import BROKER_DEFINITIONS, KafkaConfig
 from kcore.config._definitions import ConfigDef
 from kcore.config._topic import TOPIC_DEFINITIONS, TopicConfig
 
+# Kafka's ConfigResource.Type numbers for the resources kcore describes.
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
 
 class ConfigSourceCode(enum.IntEnum):
     """Kafka's numbers for where a config value comes from."""

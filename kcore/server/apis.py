@@ -18,7 +18,14 @@ import trio
 import transport
 from kcore import errors
 from kcore.common import NO_LEADER
-from kcore.config import TopicConfig
+from kcore.config import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    ConfigEntry,
+    TopicConfig,
+    describe_broker_config,
+    describe_topic_config,
+)
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import (
     ControlledShutdownRequest,
@@ -370,6 +377,26 @@ class KafkaApis:
             return
         await self.zk_client.add_partitions(addition.topic, added, len(assignment))
         logger.info("Adding partitions %s to topic %s", added, addition.topic)
+
+    async def describe_configs(self, kind: int, name: str) -> list[ConfigEntry]:
+        """DescribeConfigs of one resource: a topic's configs (2) or this broker's (4);
+        raises the KafkaError its response carries."""
+        if kind == TOPIC_RESOURCE:
+            if not self.metadata_cache.partitions_of(name):
+                raise errors.UnknownTopicOrPartitionError(f"Topic '{name}' does not exist")
+            overrides = await self.zk_client.read_topic_configs(name)
+            return describe_topic_config(overrides, self.config)
+        if kind == BROKER_RESOURCE:
+            if name == "":
+                return []  # cluster-wide dynamic defaults: kcore has none yet
+            if name != str(self.broker_id):
+                raise errors.InvalidRequestError(
+                    f"broker {self.broker_id} describes its own configs, not broker {name!r}'s"
+                )
+            return describe_broker_config(self.config)
+        raise errors.InvalidRequestError(
+            f"resource type {kind} is not supported (2 = topic, 4 = broker)"
+        )
 
     async def alter_topic_config(
         self,

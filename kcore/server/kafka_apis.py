@@ -23,11 +23,9 @@ import transport
 from kcore import errors
 from kcore.common import TopicPartition
 from kcore.config import (
-    ConfigEntry,
+    TOPIC_RESOURCE,
     ConfigSourceCode,
     apply_incremental_alterations,
-    describe_broker_config,
-    describe_topic_config,
 )
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.data import (
@@ -65,8 +63,6 @@ _NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's "not requested" marker
 _DELETE_RECORDS = 21
 _INCREMENTAL_ALTER_CONFIGS = 44
 _DESCRIBE_PRODUCERS = 61
-_TOPIC_RESOURCE = 2
-_BROKER_RESOURCE = 4
 
 
 def topic_uuid(topic_id: str | None) -> uuid.UUID:
@@ -476,7 +472,7 @@ class KafkaProtocolApis:
         for resource in body["resources"]:
             kind, name = resource["resource_type"], resource["resource_name"]
             try:
-                entries = await self._describe_resource(kind, name)
+                entries = await self.apis.describe_configs(kind, name)
             except errors.KafkaError as error:
                 results.append(
                     {"error_code": error.code, "error_message": str(error),
@@ -537,7 +533,7 @@ class KafkaProtocolApis:
         for resource in body["resources"]:
             kind, name = resource["resource_type"], resource["resource_name"]
             try:
-                if kind != _TOPIC_RESOURCE:
+                if kind != TOPIC_RESOURCE:
                     raise errors.InvalidRequestError(
                         f"resource type {kind} cannot be altered: kcore's dynamic configs are "
                         "topic configs (2); broker configs are static (server.properties)"
@@ -556,25 +552,6 @@ class KafkaProtocolApis:
                  "resource_name": name}
             )  # fmt: skip
         return {"throttle_time_ms": 0, "responses": responses}
-
-    async def _describe_resource(self, kind: int, name: str) -> list[ConfigEntry]:
-        apis = self.apis
-        if kind == _TOPIC_RESOURCE:
-            if not apis.metadata_cache.partitions_of(name):
-                raise errors.UnknownTopicOrPartitionError(f"Topic '{name}' does not exist")
-            overrides = await apis.zk_client.read_topic_configs(name)
-            return describe_topic_config(overrides, apis.config)
-        if kind == _BROKER_RESOURCE:
-            if name == "":
-                return []  # cluster-wide dynamic defaults: kcore has none yet
-            if name != str(apis.broker_id):
-                raise errors.InvalidRequestError(
-                    f"broker {apis.broker_id} describes its own configs, not broker {name!r}'s"
-                )
-            return describe_broker_config(apis.config)
-        raise errors.InvalidRequestError(
-            f"resource type {kind} is not supported (2 = topic, 4 = broker)"
-        )
 
     # -- topic admin ---------------------------------------------------------------------
 
