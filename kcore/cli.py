@@ -1,5 +1,7 @@
 """The `kcore` command: `kcore broker --config server.properties` runs one broker process;
-`kcore version`, `kcore demo`, `kcore dump-log FILE...` (Kafka's kafka-dump-log.sh)."""
+`kcore version`, `kcore demo`, `kcore dump-log FILE...` (Kafka's kafka-dump-log.sh), and
+Kafka's tools speaking to brokers through kcore's clients (`kcore topics`, `kcore configs`,
+`kcore leader-election`, `kcore console-producer`, `kcore console-consumer`: `kcore.tools`)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import argparse
 import importlib.metadata
 import sys
 
-from actors import RestartIntensityError
+from kcore.errors import root_cause
 
 
 def _version() -> str:
@@ -102,16 +104,16 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
-def root_cause(error: BaseException) -> BaseException:
-    """What went wrong first, under the groups a nursery wraps errors in and the
-    supervisor's RestartIntensityError (whose cause is the child's error)."""
-    while True:
-        if isinstance(error, BaseExceptionGroup):
-            error = error.exceptions[0]
-        elif isinstance(error, RestartIntensityError) and error.__cause__ is not None:
-            error = error.__cause__
-        else:
-            return error
+def _cmd_tool(args: argparse.Namespace) -> int:
+    import trio
+
+    try:
+        return trio.run(args.tool.run_reporting, args)
+    except (KeyboardInterrupt, BaseExceptionGroup) as error:
+        # Ctrl-C, also when it reached a task inside a nursery (which groups it).
+        if isinstance(root_cause(error), KeyboardInterrupt):
+            return 130
+        raise
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,9 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("version", help="print the versions").set_defaults(run=_cmd_version)
-    demo = commands.add_parser("demo", help="the demo (python -m kcore.cluster --help)")
-    demo.add_argument("demo_args", nargs=argparse.REMAINDER)
-    demo.set_defaults(run=_cmd_demo)
+    # The demo's own parser reads its options (`main` hands it what this one leaves).
+    demo = commands.add_parser(
+        "demo", help="the demo (kcore demo --help: its options)", add_help=False
+    )
+    demo.set_defaults(run=_cmd_demo, demo_args=[])
     dump = commands.add_parser(
         "dump-log", help="print segment files as Kafka's kafka-dump-log.sh does"
     )
@@ -155,11 +159,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
     broker.set_defaults(run=_cmd_broker)
+    from kcore.tools import TOOLS
+
+    for tool in TOOLS:
+        command = commands.add_parser(tool.name, help=tool.summary, description=tool.summary)
+        tool.add_arguments(command)
+        command.set_defaults(run=_cmd_tool, tool=tool, tool_parser=command)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "demo":
+        args.demo_args = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if getattr(args, "tool", None) is not None:
+        args.tool.check_or_exit(args.tool_parser, args)
     return args.run(args)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+
 import attrs
 
 NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
@@ -127,3 +129,11 @@ class Broker:
             if endpoint.listener_name == listener_name:
                 return endpoint
         raise KeyError(f"broker {self.id} has no listener {listener_name}")
+
+
+class ElectionType(enum.IntEnum):
+    """Kafka's ElectionType (its numbers are the ElectLeaders request's): PREFERRED moves
+    leadership to the preferred replica, UNCLEAN elects one for a leaderless partition."""
+
+    PREFERRED = 0
+    UNCLEAN = 1

@@ -204,3 +204,18 @@ __all__ = [
     "raise_for_code",
     *(class_name for _, _, class_name, _ in _ERRORS),
 ]
+
+
+def root_cause(error: BaseException) -> BaseException:
+    """What went wrong first, under the groups a nursery wraps errors in and a
+    supervisor's RestartIntensityError (whose cause is the child's error): what a
+    command-line tool reports in its one line."""
+    from actors import RestartIntensityError
+
+    while True:
+        if isinstance(error, BaseExceptionGroup):
+            error = error.exceptions[0]
+        elif isinstance(error, RestartIntensityError) and error.__cause__ is not None:
+            error = error.__cause__
+        else:
+            return error

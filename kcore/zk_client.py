@@ -647,6 +647,35 @@ class KafkaZkClient:
         for topic in topics:
             await self._delete_fenced(zkdata.delete_topic_path(topic), expected_epoch_zk_version)
 
+    async def get_preferred_replica_election(
+        self, watch: Watch | None = None
+    ) -> set[TopicPartition] | None:
+        """The partitions /admin/preferred_replica_election names, None when it does not
+        exist; `watch` on its creation (or change) either way."""
+        path = zkdata.PREFERRED_REPLICA_ELECTION
+        stat = await self.zk.exists(path, watch=_watcher(watch))
+        if stat is None:
+            return None
+        try:
+            data, _ = await self.zk.get(path)
+        except zkstub.NoNodeError:
+            return None
+        return zkdata.decode_preferred_replica_election(data)
+
+    async def create_preferred_replica_election(self, partitions: Iterable[TopicPartition]) -> None:
+        """What Kafka's kafka-preferred-replica-election tool wrote: the controller elects
+        the partitions' preferred replicas, then deletes the znode. NodeExistsError while
+        an earlier one is still being processed."""
+        await self._single_attempt.create(
+            zkdata.PREFERRED_REPLICA_ELECTION,
+            zkdata.encode_preferred_replica_election(partitions),
+            make_parents=True,
+        )
+
+    async def delete_preferred_replica_election(self, expected_epoch_zk_version: int) -> None:
+        """The controller is done with /admin/preferred_replica_election (fenced)."""
+        await self._delete_fenced(zkdata.PREFERRED_REPLICA_ELECTION, expected_epoch_zk_version)
+
     async def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
         """Claims the next block of producer ids [start, end] with a conditional write on
         `/latest_producer_id_block`, retrying when another broker claims one at the same

@@ -34,10 +34,9 @@ from transport._errors import (
     TransportError,
     TruncatedFrameError,
 )
-from transport._foreign import FrameProtocol
 from transport._network import ConnectionHandler, Listener, Network
 from transport._reconnect import RpcClient, open_rpc_client
-from transport._server import Request, RpcServer, ServerConnection
+from transport._server import FrameProtocol, Request, RpcServer, ServerConnection
 from transport._sim import SimNetwork
 from transport._tcp import TcpNetwork
 from transport._tcp_cut import CuttableTcpNetwork

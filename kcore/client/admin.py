@@ -1,9 +1,12 @@
-"""The admin client: create / delete / describe topics, list topics, describe the cluster.
+"""The admin client: create / delete / describe topics, list topics, describe the cluster,
+add partitions, describe and alter configs, delete records.
 
-Topic creation and deletion go to the controller (found in the metadata); a broker that
-answers NOT_CONTROLLER makes the client refresh its metadata and try the new controller.
-`create_topic` returns once every partition of the topic has a leader, so the topic can be
-produced to at once. Reference: Kafka's KafkaAdminClient.
+Topic creation and deletion and partition additions go to the controller (found in the
+metadata); a broker that answers NOT_CONTROLLER makes the client refresh its metadata and
+try the new controller. `create_topic` and `create_partitions` return once every new
+partition has a leader, so it can be produced to at once. A topic's configs are asked of any
+broker, a broker's of that broker; records are deleted by each partition's leader.
+Reference: Kafka's KafkaAdminClient.
 """
 
 from __future__ import annotations
@@ -20,16 +23,42 @@ import trio
 import actors
 import transport
 from kcore import errors
-from kcore.client._config import check_int, check_no_unknown, parse_bootstrap
-from kcore.client._connections import Connections
+from kcore.client._config import check_int, check_no_unknown, parse_bootstrap, to_topic_partition
+from kcore.client._connections import Address, Connections
 from kcore.client._metadata import BrokerInfo, Cluster, MetadataManager, PartitionInfo
+from kcore.common import ElectionType, TopicPartition
+from kcore.config import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    AlterConfigOp,
+    ConfigEntry,
+    ConfigSourceCode,
+    ConfigTypeCode,
+)
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.data import (
+    AlterableConfig,
+    AlterConfigsResource,
+    ConfigResource,
     CreatableTopic,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopic,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribedConfig,
+    ElectionPartition,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     TopicResult,
 )
 
@@ -39,6 +68,14 @@ log = logging.getLogger("kcore.client.admin")
 
 _NOT_CONTROLLER = errors.NotControllerError.code
 _REQUEST_TIMED_OUT = errors.RequestTimedOutError.code
+_UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartitionError.code
+
+# What each controller request is called (its response type names it).
+_CONTROLLER_API_KEYS = {
+    CreateTopicsResponse: ApiKey.CREATE_TOPICS,
+    DeleteTopicsResponse: ApiKey.DELETE_TOPICS,
+    CreatePartitionsResponse: ApiKey.CREATE_PARTITIONS,
+}
 
 
 @attrs.frozen
@@ -192,20 +229,16 @@ class Admin:
             )
             for t in topics
         }
-        async with self._session() as session:
-            with _deadline(timeout, f"creating {', '.join(names)}"):
-                results = await self._to_controller(
-                    session,
-                    names,
-                    lambda pending, timeout_ms: CreateTopicsRequest(
-                        tuple(creatable[n] for n in pending), timeout_ms
-                    ),
-                    CreateTopicsResponse,
-                )
-                # REQUEST_TIMED_OUT: created, but the broker gave up waiting for leaders;
-                # we keep waiting (below) within our own timeout.
-                _raise_first(results, names, ignore=(_REQUEST_TIMED_OUT,))
-                await self._wait_for_leaders(session, names)
+        await self._create_and_wait(
+            names,
+            lambda pending, timeout_ms: CreateTopicsRequest(
+                tuple(creatable[n] for n in pending), timeout_ms
+            ),
+            CreateTopicsResponse,
+            {name: 1 for name in names},
+            timeout,
+            f"creating {', '.join(names)}",
+        )
 
     async def delete_topic(self, name: str, *, timeout: float = 30.0) -> None:
         await self.delete_topics([name], timeout=timeout)
@@ -250,7 +283,387 @@ class Admin:
                 cluster.cluster_id,
             )
 
+    # -- partitions ----------------------------------------------------------------------
+
+    async def create_partitions(
+        self,
+        topic_counts: Mapping[str, int],
+        *,
+        assignments: Mapping[str, Sequence[Sequence[int]]] | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        """Grows each topic to its count of partitions (through the controller) and waits
+        (up to `timeout` seconds in all) until every new partition has a leader.
+        `assignments[topic]` places that topic's new partitions: one list of broker ids per
+        new partition, in partition order (Kafka's choice otherwise). Raises the error of the
+        first topic that failed, as its `kcore.errors` class: `InvalidPartitionsError` for a
+        count not above the topic's, `UnknownTopicOrPartitionError`,
+        `InvalidReplicaAssignmentError`, or `RequestTimedOutError`."""
+        placed = dict(assignments or {})
+        strays = sorted(name for name in placed if name not in topic_counts)
+        if strays:
+            raise ValueError(f"assignments for topics not given a count: {', '.join(strays)}")
+        names = list(topic_counts)
+        additions = {
+            name: CreatePartitionsTopic(
+                name,
+                count,
+                tuple(tuple(replicas) for replicas in placed[name]) if name in placed else None,
+            )
+            for name, count in topic_counts.items()
+        }
+        await self._create_and_wait(
+            names,
+            lambda pending, timeout_ms: CreatePartitionsRequest(
+                tuple(additions[n] for n in pending), timeout_ms
+            ),
+            CreatePartitionsResponse,
+            dict(topic_counts),
+            timeout,
+            f"adding partitions to {', '.join(names)}",
+        )
+
+    # -- leader elections ----------------------------------------------------------------
+
+    async def elect_leaders(
+        self,
+        partitions: Iterable[tuple[str, int] | TopicPartition] | None = None,
+        *,
+        election_type: str = "preferred",
+        timeout: float = 30.0,
+    ) -> dict[TopicPartition, errors.KafkaError | None]:
+        """Asks the controller to elect leaders (Kafka's ElectLeaders): "preferred" moves
+        each partition's leadership to its preferred replica (the first assigned) if that
+        replica is in sync; "unclean" elects a leader for a partition that has none, from
+        outside the ISR if need be. None: every partition. Each partition's outcome: None
+        when elected, else its error (`ElectionNotNeededError` when the right replica leads
+        already, `PreferredLeaderNotAvailableError`, `UnknownTopicOrPartitionError`, ...)."""
+        kinds = {"preferred": ElectionType.PREFERRED, "unclean": ElectionType.UNCLEAN}
+        if election_type not in kinds:
+            raise ValueError(
+                f"election_type must be 'preferred' or 'unclean', not {election_type!r}"
+            )
+        asked = (
+            None
+            if partitions is None
+            else tuple(
+                ElectionPartition(tp.topic, tp.partition)
+                for tp in map(to_topic_partition, partitions)
+            )
+        )
+        async with self._session() as session:
+            with _deadline(timeout, "electing leaders"):
+                refresh = False
+                while True:
+                    controller, cluster = await self._controller(session, refresh=refresh)
+                    address = cluster.address_of(controller)
+                    assert address is not None
+                    rpc_timeout_ms, broker_timeout_ms = self._timeouts_ms()
+                    response = await self._request_or_none(
+                        session,
+                        address,
+                        ApiKey.ELECT_LEADERS,
+                        ElectLeadersRequest(int(kinds[election_type]), asked, broker_timeout_ms),
+                        ElectLeadersResponse,
+                        rpc_timeout_ms,
+                        f"controller {controller}",
+                    )
+                    refresh = response is None or response.error_code == _NOT_CONTROLLER
+                    if not refresh:
+                        break
+        if response.error_code:
+            raise errors.error_for_code(response.error_code, "ElectLeaders failed")
+        return {
+            TopicPartition(r.topic, r.partition): None
+            if r.error_code == 0
+            else errors.error_for_code(
+                r.error_code, r.error_message or errors.ERROR_NAMES.get(r.error_code, "")
+            )
+            for r in response.results
+        }
+
+    # -- configs -------------------------------------------------------------------------
+
+    async def describe_configs(
+        self, topic: str | None = None, *, broker: int | None = None, timeout: float = 30.0
+    ) -> dict[str, ConfigEntry]:
+        """Every config of a topic (asked of any broker) or of a broker (asked of that
+        broker), by name: its value as Kafka prints it (None when sensitive) and its source
+        (`ConfigSourceCode.DYNAMIC_TOPIC_CONFIG` for a topic's own override,
+        `STATIC_BROKER_CONFIG`, `DEFAULT_CONFIG`). Raises `UnknownTopicOrPartitionError` for
+        a topic that does not exist, `BrokerNotAvailableError` for a broker not in the
+        cluster."""
+        if (topic is None) == (broker is None):
+            raise TypeError("describe_configs takes a topic or broker=<id>, one of the two")
+        if topic is not None:
+            resource = ConfigResource(TOPIC_RESOURCE, topic)
+            what = f"topic {topic!r}"
+        else:
+            resource = ConfigResource(BROKER_RESOURCE, str(broker))
+            what = f"broker {broker}"
+        result = await self._ask_about_resource(
+            ApiKey.DESCRIBE_CONFIGS,
+            DescribeConfigsRequest((resource,)),
+            DescribeConfigsResponse,
+            broker=broker,
+            topic=topic,
+            what=what,
+            timeout=timeout,
+        )
+        return {described.name: _config_entry(described) for described in result.configs}
+
+    async def alter_configs(
+        self,
+        topic: str,
+        *,
+        set: Mapping[str, str] | None = None,  # Kafka's SET (shadows the builtin here)
+        delete: Iterable[str] = (),
+        timeout: float = 30.0,
+    ) -> None:
+        """Changes a topic's dynamic configs (IncrementalAlterConfigs, asked of any broker):
+        `set` overrides configs, `delete` removes overrides (back to the broker's setting or
+        Kafka's default). Every broker reloads the topic's config from ZooKeeper's change
+        notification shortly after this returns, as in Kafka. Raises
+        `InvalidConfigurationError` for an unknown config or a bad value (naming it),
+        `InvalidRequestError` for a config both set and deleted, and
+        `UnknownTopicOrPartitionError`."""
+        alterations = [
+            AlterableConfig(str(name), AlterConfigOp.SET, str(value))
+            for name, value in (set or {}).items()
+        ]
+        alterations += [AlterableConfig(str(name), AlterConfigOp.DELETE) for name in delete]
+        resource = AlterConfigsResource(TOPIC_RESOURCE, topic, tuple(alterations))
+        await self._ask_about_resource(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            IncrementalAlterConfigsRequest((resource,)),
+            IncrementalAlterConfigsResponse,
+            broker=None,
+            topic=topic,
+            what=f"topic {topic!r}",
+            timeout=timeout,
+        )
+
+    # -- records -------------------------------------------------------------------------
+
+    async def delete_records(
+        self, offsets: Mapping[Any, int], *, timeout: float = 30.0
+    ) -> dict[Any, int]:
+        """Deletes each partition's records before its offset (-1: up to its high
+        watermark). Keys are `(topic, partition)` pairs or `TopicPartition`s; each request
+        goes to the partition's leader, which answers once every live replica has deleted as
+        far (retried after a metadata refresh when the leader moved). Returns each
+        partition's low watermark (its first offset now), keyed as `offsets` is. Raises the
+        error of the first partition that failed: `OffsetOutOfRangeError` for an offset past
+        the high watermark, `UnknownTopicOrPartitionError`, or `RequestTimedOutError`."""
+        wanted = {to_topic_partition(key): (key, offset) for key, offset in offsets.items()}
+        low_watermarks: dict[TopicPartition, int] = {}
+        failures: dict[TopicPartition, errors.KafkaError] = {}
+        async with self._session() as session:
+            with _deadline(timeout, f"deleting records of {', '.join(map(str, wanted))}"):
+                pending = list(wanted)
+                while pending:
+                    by_leader = await self._leaders_of(session, pending, failures)
+                    for leader, tps in sorted(by_leader.items()):
+                        await self._delete_records_on(
+                            session,
+                            leader,
+                            {tp: wanted[tp][1] for tp in tps},
+                            low_watermarks,
+                            failures,
+                        )
+                    pending = [
+                        tp for tp in pending if tp not in low_watermarks and tp not in failures
+                    ]
+        for tp in wanted:
+            if tp in failures:
+                raise failures[tp]
+        return {key: low_watermarks[tp] for tp, (key, _) in wanted.items()}
+
+    async def _leaders_of(
+        self,
+        session: _Session,
+        tps: list[TopicPartition],
+        failures: dict[TopicPartition, errors.KafkaError],
+    ) -> dict[int, list[TopicPartition]]:
+        """The partitions by their leader, from refreshed metadata (spaced by
+        retry_backoff_ms); a partition that does not exist goes to `failures`, one without
+        a leader waits for the next round."""
+        try:
+            cluster = await session.metadata.refresh({tp.topic for tp in tps})
+        except errors.KafkaError as exc:
+            log.info("%s: metadata refresh failed: %s", self.client_id, exc)
+            return {}
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            leader = cluster.leader_for(tp)
+            if leader is not None:
+                by_leader.setdefault(leader, []).append(tp)
+            elif cluster.topic(tp.topic) is not None and cluster.partition(tp) is None:
+                failures[tp] = errors.UnknownTopicOrPartitionError(
+                    f"{tp}: topic {tp.topic!r} has no partition {tp.partition}"
+                )
+            elif cluster.topic(tp.topic) is None:
+                code = session.metadata.topic_errors.get(tp.topic, _UNKNOWN_TOPIC_OR_PARTITION)
+                failures[tp] = errors.error_for_code(
+                    code, f"{tp}: {errors.ERROR_NAMES.get(code, code)}"
+                )
+        return by_leader
+
+    async def _delete_records_on(
+        self,
+        session: _Session,
+        leader: int,
+        offsets: dict[TopicPartition, int],
+        low_watermarks: dict[TopicPartition, int],
+        failures: dict[TopicPartition, errors.KafkaError],
+    ) -> None:
+        """One DeleteRecords request to `leader`; a retriable error (a moved leader, a lost
+        connection, replicas not caught up in time) leaves its partitions for another round:
+        deleting up to an offset twice deletes nothing more."""
+        address = session.metadata.cluster.address_of(leader)
+        assert address is not None
+        rpc_timeout_ms, broker_timeout_ms = self._timeouts_ms()
+        request = DeleteRecordsRequest(
+            tuple(DeleteRecordsPartition(tp.topic, tp.partition, o) for tp, o in offsets.items()),
+            broker_timeout_ms,
+        )
+        response = await self._request_or_none(
+            session,
+            address,
+            ApiKey.DELETE_RECORDS,
+            request,
+            DeleteRecordsResponse,
+            rpc_timeout_ms,
+            f"leader {leader}",
+        )
+        if response is None:
+            return
+        for answer in response.partitions:
+            tp = TopicPartition(answer.topic, answer.partition)
+            if tp not in offsets:
+                continue
+            if answer.error_code == 0:
+                low_watermarks[tp] = answer.low_watermark
+                continue
+            error = errors.error_for_code(
+                answer.error_code,
+                f"deleting records of {tp} before offset {offsets[tp]} on broker {leader}: "
+                f"{errors.ERROR_NAMES.get(answer.error_code, answer.error_code)}",
+            )
+            if error.retriable:
+                log.info("%s: %s; retrying", self.client_id, error)
+            else:
+                failures[tp] = error
+
     # -- helpers -----------------------------------------------------------------------
+
+    def _timeouts_ms(self) -> tuple[int, int]:
+        """(the RPC timeout, the broker's own wait) for a request sent now: the request
+        timeout cut to what is left of the caller's deadline. The broker's wait (for
+        leaders, a deletion, replicas) ends a little before our RPC timeout, so its answer
+        (e.g. REQUEST_TIMED_OUT: created, no leaders yet) arrives instead of a client-side
+        timeout. A timeout would leave the outcome unknown, and a retry would then hit
+        TOPIC_ALREADY_EXISTS."""
+        remaining = trio.current_effective_deadline() - trio.current_time()
+        rpc_timeout_ms = max(0, min(self.request_timeout_ms, int(remaining * 1000)))
+        return rpc_timeout_ms, rpc_timeout_ms * 9 // 10
+
+    async def _broker_address(self, session: _Session, node_id: int | None) -> Address:
+        """Where broker `node_id` listens, or a random known broker for None (metadata
+        refreshed when it does not know the broker, or any)."""
+        cluster = session.metadata.cluster
+        if not cluster.brokers or (node_id is not None and node_id not in cluster.brokers):
+            cluster = await session.metadata.refresh(())
+        if node_id is None:
+            node_id = self._rng.choice(sorted(cluster.brokers))
+        address = cluster.address_of(node_id)
+        if address is None:
+            raise errors.BrokerNotAvailableError(
+                f"broker {node_id} is not in the cluster (brokers: "
+                f"{', '.join(map(str, sorted(cluster.brokers)))})"
+            )
+        return address
+
+    async def _ask_about_resource(
+        self,
+        api_key: ApiKey,
+        message: object,
+        response_type: type,
+        *,
+        broker: int | None,
+        topic: str | None,
+        what: str,
+        timeout: float,
+    ) -> Any:
+        """Sends a one-resource config request to `broker` (any broker for None) and
+        returns its one result, retrying retriable RPC failures on another broker; raises
+        the result's error. A broker that has not heard of `topic` yet (its metadata lags
+        the controller's) is asked again while the cluster's metadata shows the topic."""
+        async with self._session() as session:
+            with _deadline(timeout, f"{api_key.name} of {what}"):
+                while True:
+                    address = await self._broker_address(session, broker)
+                    rpc_timeout_ms, _ = self._timeouts_ms()
+                    response = await self._request_or_none(
+                        session,
+                        address,
+                        api_key,
+                        message,
+                        response_type,
+                        rpc_timeout_ms,
+                        f"{address[0]}:{address[1]}",
+                    )
+                    if response is None:
+                        await self._refresh_quietly(session, ())
+                        continue
+                    if len(response.results) != 1:
+                        raise errors.UnknownServerError(
+                            f"{api_key.name}: {len(response.results)} results for one resource"
+                        )
+                    (result,) = response.results
+                    if (
+                        topic is None
+                        or result.error_code != _UNKNOWN_TOPIC_OR_PARTITION
+                        or not await self._refresh_quietly(session, [topic])
+                        or session.metadata.cluster.topic(topic) is None
+                    ):
+                        break
+        if result.error_code != 0:
+            reason = result.error_message or errors.ERROR_NAMES.get(result.error_code)
+            raise errors.error_for_code(result.error_code, f"{what}: {reason}")
+        return result
+
+    async def _request_or_none(
+        self,
+        session: _Session,
+        address: Address,
+        api_key: ApiKey,
+        message: object,
+        response_type: type,
+        rpc_timeout_ms: int,
+        to: str,
+    ) -> Any:
+        """The response, or None after a retriable failure (a lost connection, a timeout,
+        a broker that is down), which is logged for the caller to retry; other errors
+        raise."""
+        try:
+            return await session.connections.request(
+                address, api_key, message, response_type, timeout=rpc_timeout_ms / 1000
+            )
+        except errors.KafkaError as exc:
+            if not exc.retriable:
+                raise
+            log.info("%s: %s to %s failed: %s", self.client_id, api_key.name, to, exc)
+            return None
+
+    async def _refresh_quietly(self, session: _Session, topics: Iterable[str]) -> bool:
+        """Refreshes metadata (spaced by retry_backoff_ms); False when no broker answered."""
+        try:
+            await session.metadata.refresh(topics)
+        except errors.KafkaError as exc:
+            log.info("%s: metadata refresh failed: %s", self.client_id, exc)
+            return False
+        return True
 
     async def _controller(self, session: _Session, *, refresh: bool) -> tuple[int, Cluster]:
         """The controller's id and the metadata naming it (refreshed until one is known)."""
@@ -283,25 +696,17 @@ class Admin:
             controller, cluster = await self._controller(session, refresh=refresh)
             address = cluster.address_of(controller)
             assert address is not None
-            remaining = trio.current_effective_deadline() - trio.current_time()
-            rpc_timeout_ms = max(0, min(self.request_timeout_ms, int(remaining * 1000)))
-            # The broker's own wait (for leaders, for the deletion) ends a little before
-            # our RPC timeout, so its answer (e.g. REQUEST_TIMED_OUT: created, no leaders
-            # yet) arrives instead of a client-side timeout. A timeout would leave the
-            # outcome unknown, and a retry would then hit TOPIC_ALREADY_EXISTS.
-            broker_timeout_ms = rpc_timeout_ms * 9 // 10
-            try:
-                response = await session.connections.request(
-                    address,
-                    _api_key(response_type),
-                    build(pending, broker_timeout_ms),
-                    response_type,
-                    timeout=rpc_timeout_ms / 1000,
-                )
-            except errors.KafkaError as exc:
-                if not exc.retriable:
-                    raise
-                log.info("%s: request to controller %d failed: %s", self.client_id, controller, exc)
+            rpc_timeout_ms, broker_timeout_ms = self._timeouts_ms()
+            response = await self._request_or_none(
+                session,
+                address,
+                _CONTROLLER_API_KEYS[response_type],
+                build(pending, broker_timeout_ms),
+                response_type,
+                rpc_timeout_ms,
+                f"controller {controller}",
+            )
+            if response is None:
                 refresh = True
                 continue
             refresh = False
@@ -319,28 +724,43 @@ class Admin:
                 )
         return results
 
-    async def _wait_for_leaders(self, session: _Session, names: list[str]) -> None:
-        """Polls metadata (every retry_backoff_ms) until every partition of each topic has
-        a live leader."""
+    async def _create_and_wait(
+        self,
+        names: list[str],
+        build: Callable[[list[str], int], object],
+        response_type: type,
+        counts: Mapping[str, int],
+        timeout: float,
+        what: str,
+    ) -> None:
+        """Sends a creation (topics, partitions) to the controller, then waits until each
+        topic has its count of partitions, every one led, all within `timeout`."""
+        async with self._session() as session:
+            with _deadline(timeout, what):
+                results = await self._to_controller(session, names, build, response_type)
+                # REQUEST_TIMED_OUT: created, but the broker gave up waiting for leaders;
+                # we keep waiting (below) within our own timeout.
+                _raise_first(results, names, ignore=(_REQUEST_TIMED_OUT,))
+                await self._wait_for_leaders(session, counts)
+
+    async def _wait_for_leaders(self, session: _Session, counts: Mapping[str, int]) -> None:
+        """Polls metadata (every retry_backoff_ms) until each topic has at least its count
+        of partitions, every one with a live leader."""
         while True:
             try:
-                cluster = await session.metadata.refresh(names)
+                cluster = await session.metadata.refresh(list(counts))
             except errors.KafkaError as exc:
                 log.info("%s: metadata refresh failed: %s", self.client_id, exc)
                 continue
-            if all(_has_leaders(cluster, name) for name in names):
+            if all(_has_leaders(cluster, name, count) for name, count in counts.items()):
                 return
 
 
-def _api_key(response_type: type) -> ApiKey:
-    return ApiKey.CREATE_TOPICS if response_type is CreateTopicsResponse else ApiKey.DELETE_TOPICS
-
-
-def _has_leaders(cluster: Cluster, name: str) -> bool:
+def _has_leaders(cluster: Cluster, name: str, count: int) -> bool:
     topic = cluster.topic(name)
     return (
         topic is not None
-        and bool(topic.partitions)
+        and len(topic.partitions) >= count
         and all(p.leader >= 0 and p.leader in cluster.brokers for p in topic.partitions)
     )
 
@@ -353,6 +773,27 @@ def _raise_first(
         if result.error_code != 0 and result.error_code not in ignore:
             reason = result.error_message or errors.ERROR_NAMES.get(result.error_code)
             raise errors.error_for_code(result.error_code, f"topic {name!r}: {reason}")
+
+
+def _config_entry(described: DescribedConfig) -> ConfigEntry:
+    """A described config with Kafka's numbers as kcore.config's enums (UNKNOWN for a
+    number this client does not know)."""
+    try:
+        source = ConfigSourceCode(described.source)
+    except ValueError:
+        source = ConfigSourceCode.UNKNOWN
+    try:
+        config_type = ConfigTypeCode(described.config_type)
+    except ValueError:
+        config_type = ConfigTypeCode.UNKNOWN
+    return ConfigEntry(
+        described.name,
+        described.value,
+        source,
+        config_type,
+        is_sensitive=described.is_sensitive,
+        read_only=described.read_only,
+    )
 
 
 @contextlib.contextmanager

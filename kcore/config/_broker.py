@@ -44,7 +44,7 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("replica.socket.timeout.ms", "int", 30000),
         ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000),
         # Kafka's default is true; kcore cannot honour true yet (kcore.config._unsupported).
-        ConfigDef("auto.leader.rebalance.enable", "bool", False),
+        ConfigDef("auto.leader.rebalance.enable", "bool", True),
         ConfigDef("leader.imbalance.per.broker.percentage", "int", 10),
         ConfigDef("leader.imbalance.check.interval.seconds", "long", 300, at_least=1),
         ConfigDef("default.replication.factor", "int", 1),

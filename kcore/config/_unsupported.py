@@ -32,11 +32,6 @@ BROKER_UNSUPPORTED = (
         "topics are not created on first use; create them with Admin.create_topic",
     ),
     Unsupported(
-        "auto.leader.rebalance.enable",
-        lambda value: value is True,
-        "leadership is not moved back to preferred replicas (no preferred-replica election)",
-    ),
-    Unsupported(
         "log.cleanup.policy",
         lambda value: "compact" in value,
         "log compaction is not implemented; use delete",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -21,15 +21,22 @@ import trio
 import transport
 from actors import EventManager, EventPreemptedError, MetricsRegistry, metric_name, open_supervisor
 from kcore import errors
-from kcore.common import Broker, TopicPartition
+from kcore.common import Broker, LeaderAndIsr, TopicPartition
 from kcore.config import KafkaConfig
 from kcore.controller import events as ev
 from kcore.controller.broker_change import classify_broker_change
 from kcore.controller.channel import ControllerChannelManager
 from kcore.controller.context import ControllerContext
 from kcore.controller.controller_state import ControllerState
-from kcore.controller.partition_election import ElectionStrategy
+from kcore.controller.partition_election import ElectionStrategy, StateChangeFailedError
 from kcore.controller.partition_state_machine import PartitionStateMachine
+from kcore.controller.preferred_election import (
+    ElectionOutcome,
+    ElectionTrigger,
+    ElectionType,
+    classify_election_request,
+    partitions_to_rebalance,
+)
 from kcore.controller.replica_state_machine import ReplicaStateMachine
 from kcore.controller.request_batch import ControllerBrokerRequestBatch
 from kcore.controller.topic_deletion import TopicDeletionManager
@@ -168,6 +175,10 @@ class KafkaController:
         async with open_supervisor(name=f"controller-{self.broker_id}") as supervisor:
             await supervisor.start(self.channel.run, name="controller-channel-manager")
             await supervisor.start(self.event_manager.run, name="controller-event-thread")
+            if self.config is not None and self.config.auto_leader_rebalance_enable:
+                await supervisor.start(
+                    self._auto_leader_rebalance_timer, name="controller-auto-leader-rebalance"
+                )
             self.zk_client.add_session_hooks(
                 before_initializing_session=self._before_initializing_session,
                 after_initializing_session=self._after_initializing_session,
@@ -217,6 +228,10 @@ class KafkaController:
                     await self._process_controlled_shutdown(event)
                 case ev.LeaderAndIsrResponseReceived():
                     self._process_leader_and_isr_response(event)
+                case ev.ReplicaLeaderElection():
+                    await self._process_replica_leader_election(event)
+                case ev.AutoPreferredReplicaLeaderElection():
+                    await self._process_auto_preferred_replica_leader_election()
                 case ev.LiveBrokerIds(callback=callback):
                     callback(sorted(self.context.live_broker_ids) if self.is_active else None)
         except ControllerMovedError as error:
@@ -341,6 +356,14 @@ class KafkaController:
             await self.partition_state_machine.startup()
             logger.info("Ready to serve as the new controller with epoch %d", self.epoch)
             await self.topic_deletion.resume()
+            # Elections asked for through ZooKeeper while no controller was there.
+            pending = await self.zk_client.get_preferred_replica_election(
+                watch=self._preferred_replica_election_watch()
+            )
+            if pending:
+                await self._elect_requested(
+                    pending, ElectionType.PREFERRED, ElectionTrigger.ZK, callback=None
+                )
         except ControllerMovedError:
             raise
         except ZooKeeperError as error:
@@ -363,6 +386,11 @@ class KafkaController:
         await self.zk_client.get_topic_deletions(watch=self._watch(ev.TopicDeletion))
         await self.zk_client.get_isr_change_notifications(
             watch=self._watch(ev.IsrChangeNotification)
+        )
+
+    def _preferred_replica_election_watch(self) -> Watch:
+        return self._watch(
+            lambda: ev.ReplicaLeaderElection(None, ElectionType.PREFERRED, ElectionTrigger.ZK)
         )
 
     def _broker_change_watch(self) -> Watch:
@@ -626,6 +654,135 @@ class KafkaController:
         if answer[0] is None:
             raise errors.NotControllerError(f"Broker {self.broker_id} is not the controller")
         return answer[0]
+
+    # -- leader elections asked for (ElectLeaders, the znode, the auto rebalance) --------
+
+    async def elect_leaders(
+        self, partitions: Iterable[TopicPartition] | None, election_type: ElectionType
+    ) -> dict[TopicPartition, ElectionOutcome]:
+        """An ElectLeaders request: each partition's outcome, once the event task has run
+        the elections; None asks for every partition. NOT_CONTROLLER for each when this
+        broker is not (or stops being) the controller."""
+        done = trio.Event()
+        answer: list[dict[TopicPartition, ElectionOutcome]] = []
+
+        def callback(results: dict[TopicPartition, ElectionOutcome]) -> None:
+            answer.append(results)
+            done.set()
+
+        asked = None if partitions is None else frozenset(partitions)
+        self.event_manager.put(
+            ev.ReplicaLeaderElection(asked, election_type, ElectionTrigger.ADMIN_CLIENT, callback)
+        )
+        await done.wait()
+        return answer[0]
+
+    async def _process_replica_leader_election(self, event: ev.ReplicaLeaderElection) -> None:
+        if not self.is_active:
+            if event.callback is not None:
+                outcome = ElectionOutcome(errors.NotControllerError.code, "not the controller")
+                event.callback(dict.fromkeys(event.partitions or (), outcome))
+            return
+        if event.trigger is ElectionTrigger.ZK:
+            partitions = await self.zk_client.get_preferred_replica_election(
+                watch=self._preferred_replica_election_watch()
+            )
+            if partitions is None:
+                return  # deleted since the watch fired
+        elif event.partitions is None:
+            partitions = set(self.context.all_partitions())
+        else:
+            partitions = set(event.partitions)
+        try:
+            answers = await self._elect_requested(
+                partitions, event.election_type, event.trigger, event.callback
+            )
+        except BaseException:
+            if event.callback is not None:
+                failed = ElectionOutcome(errors.UnknownServerError.code, "the election failed")
+                event.callback(dict.fromkeys(partitions, failed))
+            raise
+        if event.callback is not None:
+            event.callback(answers)
+
+    async def _elect_requested(
+        self,
+        partitions: Iterable[TopicPartition],
+        election_type: ElectionType,
+        trigger: ElectionTrigger,
+        callback: object,
+    ) -> dict[TopicPartition, ElectionOutcome]:
+        """Kafka's processReplicaLeaderElection after the checks: the partitions that need
+        an election get one; every partition is answered."""
+        valid, refused = classify_election_request(self.context, partitions, election_type)
+        answers = {tp: ElectionOutcome(error.code, str(error)) for tp, error in refused.items()}
+        logger.info("Starting replica leader election (%s) for partitions %s triggered by %s",
+                    election_type.name, [str(tp) for tp in valid], trigger.value)  # fmt: skip
+        results = await self._on_replica_election(valid, election_type, trigger)
+        for tp, outcome in results.items():
+            if isinstance(outcome, LeaderAndIsr):
+                answers[tp] = ElectionOutcome(0, None, outcome.leader_epoch)
+            elif isinstance(outcome, StateChangeFailedError):
+                error_class = (
+                    errors.PreferredLeaderNotAvailableError
+                    if election_type is ElectionType.PREFERRED
+                    else errors.EligibleLeadersNotAvailableError
+                )
+                answers[tp] = ElectionOutcome(error_class.code, str(outcome))
+            elif isinstance(outcome, errors.KafkaError):
+                answers[tp] = ElectionOutcome(outcome.code, str(outcome))
+            else:
+                answers[tp] = ElectionOutcome(errors.UnknownServerError.code, repr(outcome))
+        return answers
+
+    async def _on_replica_election(
+        self,
+        partitions: list[TopicPartition],
+        election_type: ElectionType,
+        trigger: ElectionTrigger,
+    ) -> dict[TopicPartition, Any]:
+        """Kafka's onReplicaElection: leaders elected under the type's strategy; a
+        ZooKeeper-triggered election deletes /admin/preferred_replica_election after."""
+        strategy = (
+            ElectionStrategy.PREFERRED
+            if election_type is ElectionType.PREFERRED
+            else ElectionStrategy.UNCLEAN
+        )
+        try:
+            return await self.partition_state_machine.handle_state_changes(
+                partitions, PartitionState.ONLINE_PARTITION, strategy
+            )
+        finally:
+            if trigger is ElectionTrigger.ZK:
+                await self.zk_client.delete_preferred_replica_election(
+                    self.context.epoch_zk_version
+                )
+
+    async def _process_auto_preferred_replica_leader_election(self) -> None:
+        if (
+            not self.is_active
+            or self.config is None
+            or not self.config.auto_leader_rebalance_enable
+        ):
+            return
+        candidates = partitions_to_rebalance(
+            self.context, self.config.leader_imbalance_per_broker_percentage
+        )
+        if candidates:
+            await self._elect_requested(
+                candidates, ElectionType.PREFERRED, ElectionTrigger.AUTO, callback=None
+            )
+
+    async def _auto_leader_rebalance_timer(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Kafka's auto-leader-rebalance-task: every leader.imbalance.check.interval.seconds
+        the controller checks each broker's share of preferred leaderships."""
+        assert self.config is not None
+        task_status.started()
+        while True:
+            await trio.sleep(self.config.leader_imbalance_check_interval_seconds)
+            self.event_manager.put(ev.AutoPreferredReplicaLeaderElection())
 
     # -- controlled shutdown --------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import attrs
 
 from kcore.controller.controller_state import ControllerState
+from kcore.controller.preferred_election import ElectionOutcome
 from kcore.errors import NotControllerError
 
 
@@ -122,3 +123,29 @@ class LiveBrokerIds(ControllerEvent):
 
     def preempt(self) -> None:
         self.callback(None)
+
+
+@attrs.frozen
+class ReplicaLeaderElection(ControllerEvent):
+    """Elect leaders (Kafka's ReplicaLeaderElection): `partitions` from an ElectLeaders
+    request, or None for those /admin/preferred_replica_election names; `callback` gets
+    {partition: error code} (0: elected) for an admin request. Preempted (the controller
+    moved), every waiting partition is answered NOT_CONTROLLER."""
+
+    partitions: frozenset[Any] | None
+    election_type: Any  # preferred_election.ElectionType
+    trigger: Any  # preferred_election.ElectionTrigger
+    callback: Callable[[dict[Any, Any]], None] | None = attrs.field(default=None, eq=False)
+    state = ControllerState.MANUAL_LEADER_BALANCE
+
+    def preempt(self) -> None:
+        if self.callback is not None:
+            moved = ElectionOutcome(NotControllerError.code, "the controller moved")
+            self.callback(dict.fromkeys(self.partitions or (), moved))
+
+
+@attrs.frozen
+class AutoPreferredReplicaLeaderElection(ControllerEvent):
+    """The auto leader rebalance's timer fired (leader.imbalance.check.interval.seconds)."""
+
+    state = ControllerState.AUTO_LEADER_BALANCE

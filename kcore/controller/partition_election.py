@@ -23,6 +23,10 @@ logger = logging.getLogger("kcore.controller")
 
 class ElectionStrategy(enum.Enum):
     OFFLINE = "OfflinePartitionLeaderElectionStrategy"
+    # An ElectLeaders(UNCLEAN) request: the offline election with unclean allowed, whatever
+    # the topic's setting (Kafka's OfflinePartitionLeaderElectionStrategy(allowUnclean=true)).
+    UNCLEAN = "OfflinePartitionLeaderElectionStrategy(allowUnclean=true)"
+    PREFERRED = "PreferredReplicaPartitionLeaderElectionStrategy"
     CONTROLLED_SHUTDOWN = "ControlledShutdownPartitionLeaderElectionStrategy"
 
 
@@ -120,6 +124,15 @@ def elect_leaders(
                     leader_and_isr, live
                 )
                 election = decisions.leader_for_offline(assignment, leader_and_isr, live, unclean)
+            case ElectionStrategy.UNCLEAN:
+                election = decisions.leader_for_offline(
+                    assignment,
+                    leader_and_isr,
+                    live,
+                    not decisions.has_live_isr_member(leader_and_isr, live),
+                )
+            case ElectionStrategy.PREFERRED:
+                election = decisions.leader_for_preferred(assignment, leader_and_isr, live)
             case ElectionStrategy.CONTROLLED_SHUTDOWN:
                 election = decisions.leader_for_controlled_shutdown(
                     assignment,

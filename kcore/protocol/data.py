@@ -1,5 +1,6 @@
 """The client- and replica-facing requests (Produce, Fetch, ListOffsets, Metadata,
-OffsetsForLeaderEpoch, CreateTopics, DeleteTopics, InitProducerId), shaped after Kafka 3.5's
+OffsetsForLeaderEpoch, CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs,
+IncrementalAlterConfigs, DeleteRecords, InitProducerId), shaped after Kafka 3.5's
 schemas but flattened: one entry per partition carrying its topic name, instead of Kafka's
 topic -> partitions nesting (msgpack packs the flat lists as fast, and handlers need no
 second loop).
@@ -261,6 +262,26 @@ class DeleteTopicsResponse:
 
 
 @attrs.frozen
+class CreatePartitionsTopic:
+    name: str
+    count: int  # the partition count the topic grows to
+    # One replica list per new partition, in partition order; None: the broker assigns.
+    assignments: tuple[tuple[int, ...], ...] | None = None
+
+
+@attrs.frozen
+class CreatePartitionsRequest:
+    topics: tuple[CreatePartitionsTopic, ...]
+    timeout_ms: int = attrs.field(validator=_non_negative)
+    validate_only: bool = False
+
+
+@attrs.frozen
+class CreatePartitionsResponse:
+    topics: tuple[TopicResult, ...]
+
+
+@attrs.frozen
 class InitProducerIdRequest:
     transactional_id: str | None = None
 
@@ -270,3 +291,136 @@ class InitProducerIdResponse:
     error_code: int
     producer_id: int = -1
     producer_epoch: int = -1
+
+
+# -- Configs ---------------------------------------------------------------------------
+# Resource types and config sources are Kafka's numbers (kcore.config: TOPIC_RESOURCE,
+# BROKER_RESOURCE, ConfigSourceCode, ConfigTypeCode, AlterConfigOp); they travel as plain
+# ints so that a number this side does not know yet still decodes.
+
+
+@attrs.frozen
+class ConfigResource:
+    resource_type: int
+    resource_name: str
+
+
+@attrs.frozen
+class DescribeConfigsRequest:
+    resources: tuple[ConfigResource, ...]
+
+
+@attrs.frozen
+class DescribedConfig:
+    name: str
+    value: str | None  # None for a sensitive or unset value
+    source: int
+    config_type: int
+    is_sensitive: bool = False
+    read_only: bool = False
+
+
+@attrs.frozen
+class DescribeConfigsResult:
+    resource_type: int
+    resource_name: str
+    error_code: int
+    error_message: str | None = None
+    configs: tuple[DescribedConfig, ...] = ()
+
+
+@attrs.frozen
+class DescribeConfigsResponse:
+    results: tuple[DescribeConfigsResult, ...]
+
+
+@attrs.frozen
+class AlterableConfig:
+    name: str
+    operation: int  # SET 0, DELETE 1, APPEND 2, SUBTRACT 3
+    value: str | None = None
+
+
+@attrs.frozen
+class AlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    configs: tuple[AlterableConfig, ...]
+
+
+@attrs.frozen
+class IncrementalAlterConfigsRequest:
+    resources: tuple[AlterConfigsResource, ...]
+    validate_only: bool = False
+
+
+@attrs.frozen
+class AlterConfigsResult:
+    resource_type: int
+    resource_name: str
+    error_code: int
+    error_message: str | None = None
+
+
+@attrs.frozen
+class IncrementalAlterConfigsResponse:
+    results: tuple[AlterConfigsResult, ...]
+
+
+# -- DeleteRecords ---------------------------------------------------------------------
+
+
+@attrs.frozen
+class DeleteRecordsPartition:
+    topic: str
+    partition: int
+    offset: int  # the new log start offset; -1: the high watermark
+
+
+@attrs.frozen
+class DeleteRecordsRequest:
+    partitions: tuple[DeleteRecordsPartition, ...]
+    timeout_ms: int = attrs.field(validator=_non_negative)
+
+
+@attrs.frozen
+class DeleteRecordsPartitionResponse:
+    topic: str
+    partition: int
+    error_code: int
+    low_watermark: int = -1
+
+
+@attrs.frozen
+class DeleteRecordsResponse:
+    partitions: tuple[DeleteRecordsPartitionResponse, ...]
+
+
+# -- ElectLeaders ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class ElectionPartition:
+    topic: str
+    partition: int
+
+
+@attrs.frozen
+class ElectLeadersRequest:
+    election_type: int  # Kafka's ElectionType: PREFERRED 0, UNCLEAN 1
+    partitions: tuple[ElectionPartition, ...] | None  # None: every partition
+    timeout_ms: int = attrs.field(validator=_non_negative)
+
+
+@attrs.frozen
+class ElectionResult:
+    topic: str
+    partition: int
+    error_code: int  # 0: elected; ELECTION_NOT_NEEDED when the right leader leads already
+    error_message: str | None = None
+
+
+@attrs.frozen
+class ElectLeadersResponse:
+    error_code: int  # NOT_CONTROLLER when sent to another broker
+    results: tuple[ElectionResult, ...] = ()

@@ -17,15 +17,17 @@ import trio
 
 import transport
 from kcore import errors
-from kcore.common import NO_LEADER
+from kcore.common import NO_LEADER, TopicPartition
 from kcore.config import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     ConfigEntry,
     TopicConfig,
+    apply_incremental_alterations,
     describe_broker_config,
     describe_topic_config,
 )
+from kcore.controller.preferred_election import ElectionOutcome, ElectionType
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import (
     ControlledShutdownRequest,
@@ -39,11 +41,26 @@ from kcore.protocol.control import (
     UpdateMetadataResponse,
 )
 from kcore.protocol.data import (
+    AlterConfigsResult,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsPartitionResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribedConfig,
+    ElectionResult,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     FetchRequest,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ListOffsetsRequest,
@@ -109,6 +126,11 @@ class KafkaApis:
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
+            ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
+            ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
+            ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
+            ApiKey.DELETE_RECORDS: self.handle_delete_records,
         }
 
     @property
@@ -352,6 +374,63 @@ class KafkaApis:
             await self._wait_for_leaders(list(counts), results, timeout_ms, counts)
         return results
 
+    async def elect_leaders(
+        self,
+        partitions: list[TopicPartition] | None,
+        election_type: ElectionType,
+        timeout_ms: int,
+    ) -> dict[TopicPartition, ElectionOutcome] | None:
+        """ElectLeaders on the controller (None when this broker is not it): each
+        partition's outcome; the elected ones are answered once this broker's metadata
+        shows their new leader epoch (Kafka's DelayedElectLeader), or REQUEST_TIMED_OUT."""
+        if not self.controller.is_active:
+            return None
+        answers = await self.controller.elect_leaders(partitions, election_type)
+        elected = {tp: outcome for tp, outcome in answers.items() if outcome.error_code == 0}
+
+        def shown(tp: TopicPartition) -> bool:
+            states = self.metadata_cache.partitions_of(tp.topic)
+            state = next((s for s in states if s.partition == tp.partition), None)
+            return state is not None and state.leader_epoch >= elected[tp].leader_epoch
+
+        with trio.move_on_after(timeout_ms / 1000):
+            while not all(shown(tp) for tp in elected):
+                await self._metadata_updated.wait()
+            return answers
+        for tp in elected:
+            if not shown(tp):
+                answers[tp] = ElectionOutcome(
+                    errors.RequestTimedOutError.code,
+                    "elected, but this broker's metadata does not show it yet",
+                )
+        return answers
+
+    async def handle_elect_leaders(self, request: transport.Request) -> Any:
+        message = decode_body(ElectLeadersRequest, request)
+        try:
+            election_type = ElectionType(message.election_type)
+        except ValueError:
+            raise transport.RpcError(
+                transport.INVALID_REQUEST, f"unknown election type {message.election_type}"
+            ) from None
+        partitions = (
+            None
+            if message.partitions is None
+            else [TopicPartition(p.topic, p.partition) for p in message.partitions]
+        )
+        answers = await self.elect_leaders(partitions, election_type, message.timeout_ms)
+        if answers is None:
+            return to_wire(ElectLeadersResponse(errors.NotControllerError.code))
+        return to_wire(
+            ElectLeadersResponse(
+                0,
+                tuple(
+                    ElectionResult(tp.topic, tp.partition, outcome.error_code, outcome.message)
+                    for tp, outcome in sorted(answers.items())
+                ),
+            )
+        )
+
     async def _add_partitions(self, addition: PartitionAddition, validate_only: bool) -> None:
         found = await self.zk_client.get_replica_assignment(addition.topic)
         if found is None:
@@ -467,3 +546,80 @@ class KafkaApis:
             producer_id = self._producer_ids[0]
             self._producer_ids = (producer_id + 1, self._producer_ids[1])
         return InitProducerIdResponse(0, producer_id, 0)
+
+    # -- partitions, configs and records: kcore's Admin over msgpack ----------------------
+
+    async def handle_create_partitions(self, request: transport.Request) -> Any:
+        message = decode_body(CreatePartitionsRequest, request)
+        additions = [PartitionAddition(t.name, t.count, t.assignments) for t in message.topics]
+        results = await self.create_partitions(additions, message.timeout_ms, message.validate_only)
+        return to_wire(CreatePartitionsResponse(tuple(results)))
+
+    async def handle_describe_configs(self, request: transport.Request) -> Any:
+        message = decode_body(DescribeConfigsRequest, request)
+        results = []
+        for resource in message.resources:
+            kind, name = resource.resource_type, resource.resource_name
+            try:
+                entries = await self.describe_configs(kind, name)
+            except errors.KafkaError as error:
+                results.append(DescribeConfigsResult(kind, name, error.code, str(error)))
+                continue
+            described = tuple(
+                DescribedConfig(
+                    e.name, e.value, int(e.source), int(e.config_type), e.is_sensitive, e.read_only
+                )
+                for e in entries
+            )
+            results.append(DescribeConfigsResult(kind, name, 0, None, described))
+        return to_wire(DescribeConfigsResponse(tuple(results)))
+
+    async def handle_incremental_alter_configs(self, request: transport.Request) -> Any:
+        message = decode_body(IncrementalAlterConfigsRequest, request)
+        results = []
+        for resource in message.resources:
+            kind, name = resource.resource_type, resource.resource_name
+            alterations = [(c.name, c.operation, c.value) for c in resource.configs]
+            try:
+                await self.incremental_alter_configs(kind, name, alterations, message.validate_only)
+            except errors.KafkaError as error:
+                results.append(AlterConfigsResult(kind, name, error.code, str(error)))
+                continue
+            results.append(AlterConfigsResult(kind, name, 0))
+        return to_wire(IncrementalAlterConfigsResponse(tuple(results)))
+
+    async def incremental_alter_configs(
+        self,
+        kind: int,
+        name: str,
+        alterations: list[tuple[str, int, str | None]],
+        validate_only: bool,
+    ) -> None:
+        """IncrementalAlterConfigs of one resource: `(name, op, value)` alterations (SET,
+        DELETE, APPEND, SUBTRACT) applied to a topic's overrides. Raises the KafkaError its
+        result carries; a broker resource is refused, as kcore's broker configs are static."""
+        if kind != TOPIC_RESOURCE:
+            raise errors.InvalidRequestError(
+                f"resource type {kind} cannot be altered: kcore's dynamic configs are "
+                "topic configs (2); broker configs are static (server.properties)"
+            )
+        await self.alter_topic_config(
+            name, lambda current: apply_incremental_alterations(current, alterations), validate_only
+        )
+
+    async def handle_delete_records(self, request: transport.Request) -> Any:
+        """Each partition's records before an offset deleted, on this broker as its leader
+        (NOT_LEADER_OR_FOLLOWER otherwise), answered once every live replica has followed."""
+        message = decode_body(DeleteRecordsRequest, request)
+        offsets = {TopicPartition(p.topic, p.partition): p.offset for p in message.partitions}
+        answers = await self.replica_manager.delete_records(
+            offsets, message.timeout_ms, lambda: self.metadata_cache.brokers.keys()
+        )
+        return to_wire(
+            DeleteRecordsResponse(
+                tuple(
+                    DeleteRecordsPartitionResponse(tp.topic, tp.partition, code, low_watermark)
+                    for tp, (low_watermark, code) in answers.items()
+                )
+            )
+        )

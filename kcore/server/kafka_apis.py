@@ -14,18 +14,17 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 import transport
 from kcore import errors
-from kcore.common import TopicPartition
+from kcore.common import ElectionType, TopicPartition
 from kcore.config import (
     TOPIC_RESOURCE,
     ConfigSourceCode,
-    apply_incremental_alterations,
 )
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.data import (
@@ -43,7 +42,7 @@ from kcore.protocol.data import (
     ProducePartitionData,
     ProduceRequest,
 )
-from kcore.server.kafka_versions import API_VERSIONS_KEY, api_versions_body
+from kcore.server.kafka_versions import api_versions_body
 from kcore.topic_creation import PartitionAddition
 
 if TYPE_CHECKING:
@@ -58,11 +57,7 @@ _INVALID_REQUEST = 42
 _COORDINATOR_NOT_AVAILABLE = 15
 _FETCH_SESSION_ID_NOT_FOUND = 70
 _UNKNOWN_TOPIC_ID = 100
-_DESCRIBE_CLUSTER = 60
 _NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's "not requested" marker
-_DELETE_RECORDS = 21
-_INCREMENTAL_ALTER_CONFIGS = 44
-_DESCRIBE_PRODUCERS = 61
 
 
 def topic_uuid(topic_id: str | None) -> uuid.UUID:
@@ -96,7 +91,7 @@ class KafkaProtocolApis:
 
     def handlers(self) -> dict[int, transport.Handler]:
         return {
-            API_VERSIONS_KEY: self.handle_api_versions,
+            ApiKey.API_VERSIONS: self.handle_api_versions,
             ApiKey.METADATA: self.handle_metadata,
             ApiKey.PRODUCE: self.handle_produce,
             ApiKey.FETCH: self.handle_fetch,
@@ -106,13 +101,14 @@ class KafkaProtocolApis:
             ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
             ApiKey.CREATE_TOPICS: self.handle_create_topics,
             ApiKey.DELETE_TOPICS: self.handle_delete_topics,
-            _DESCRIBE_CLUSTER: self.handle_describe_cluster,
+            ApiKey.DESCRIBE_CLUSTER: self.handle_describe_cluster,
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
             ApiKey.ALTER_CONFIGS: self.handle_alter_configs,
-            _INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
-            _DELETE_RECORDS: self.handle_delete_records,
-            _DESCRIBE_PRODUCERS: self.handle_describe_producers,
+            ApiKey.DELETE_RECORDS: self.handle_delete_records,
+            ApiKey.DESCRIBE_PRODUCERS: self.handle_describe_producers,
+            ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
         }
 
     # -- connection set-up ---------------------------------------------------------------
@@ -464,6 +460,42 @@ class KafkaProtocolApis:
             ],
         }
 
+    # -- leader elections ----------------------------------------------------------------
+
+    async def handle_elect_leaders(self, request: transport.Request) -> dict:
+        """ElectLeaders (to the controller): PREFERRED (v0's only type) or UNCLEAN, for the
+        partitions named, or every partition when they are null."""
+        body: dict = request.body  # type: ignore[assignment]
+        election_type = ElectionType(body.get("election_type", 0))
+        asked = body["topic_partitions"]
+        partitions = (
+            None
+            if asked is None
+            else [TopicPartition(t["topic"], p) for t in asked for p in t["partitions"]]
+        )
+        answers = await self.apis.elect_leaders(
+            partitions, election_type, max(body["timeout_ms"], 0)
+        )
+        if answers is None:  # not the controller
+            return {
+                "throttle_time_ms": 0,
+                "error_code": errors.NotControllerError.code,
+                "replica_election_results": [],
+            }
+        topics: dict[str, list[dict]] = {}
+        for tp, outcome in sorted(answers.items()):
+            topics.setdefault(tp.topic, []).append(
+                {"partition_id": tp.partition, "error_code": outcome.error_code,
+                 "error_message": outcome.message}
+            )  # fmt: skip
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "replica_election_results": [
+                {"topic": topic, "partition_result": results} for topic, results in topics.items()
+            ],
+        }
+
     # -- configs -------------------------------------------------------------------------
 
     async def handle_describe_configs(self, request: transport.Request) -> dict:
@@ -509,47 +541,48 @@ class KafkaProtocolApis:
     async def handle_alter_configs(self, request: transport.Request) -> dict:
         """AlterConfigs: each topic's overrides replaced by the ones given."""
         body: dict = request.body  # type: ignore[assignment]
+        validate_only = body.get("validate_only", False)
 
-        def replacement(resource: dict) -> Callable[[dict[str, str]], dict[str, str]]:
+        async def alter(resource: dict) -> None:
+            if resource["resource_type"] != TOPIC_RESOURCE:
+                # The same refusal as the incremental request's (KafkaApis).
+                await self.apis.incremental_alter_configs(
+                    resource["resource_type"], resource["resource_name"], [], validate_only
+                )
             given = {c["name"]: c["value"] for c in resource["configs"] if c["value"] is not None}
-            return lambda _current: given
+            await self.apis.alter_topic_config(
+                resource["resource_name"], lambda _current: given, validate_only
+            )
 
-        return await self._alter_configs(body, replacement)
+        return await self._alter_each(body["resources"], alter)
 
     async def handle_incremental_alter_configs(self, request: transport.Request) -> dict:
         """IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT on a topic's overrides."""
         body: dict = request.body  # type: ignore[assignment]
 
-        def alterations(resource: dict) -> Callable[[dict[str, str]], dict[str, str]]:
-            ops = [(c["name"], c["config_operation"], c["value"]) for c in resource["configs"]]
-            return lambda current: apply_incremental_alterations(current, ops)
+        async def alter(resource: dict) -> None:
+            await self.apis.incremental_alter_configs(
+                resource["resource_type"],
+                resource["resource_name"],
+                [(c["name"], c["config_operation"], c["value"]) for c in resource["configs"]],
+                body.get("validate_only", False),
+            )
 
-        return await self._alter_configs(body, alterations)
+        return await self._alter_each(body["resources"], alter)
 
-    async def _alter_configs(
-        self, body: dict, change: Callable[[dict], Callable[[dict[str, str]], dict[str, str]]]
-    ) -> dict:
+    @staticmethod
+    async def _alter_each(resources: list[dict], alter: Callable[[dict], Awaitable[None]]) -> dict:
         responses = []
-        for resource in body["resources"]:
-            kind, name = resource["resource_type"], resource["resource_name"]
+        for resource in resources:
             try:
-                if kind != TOPIC_RESOURCE:
-                    raise errors.InvalidRequestError(
-                        f"resource type {kind} cannot be altered: kcore's dynamic configs are "
-                        "topic configs (2); broker configs are static (server.properties)"
-                    )
-                await self.apis.alter_topic_config(
-                    name, change(resource), body.get("validate_only", False)
-                )
+                await alter(resource)
+                code, message = 0, None
             except errors.KafkaError as error:
-                responses.append(
-                    {"error_code": error.code, "error_message": str(error),
-                     "resource_type": kind, "resource_name": name}
-                )  # fmt: skip
-                continue
+                code, message = error.code, str(error)
             responses.append(
-                {"error_code": 0, "error_message": None, "resource_type": kind,
-                 "resource_name": name}
+                {"error_code": code, "error_message": message,
+                 "resource_type": resource["resource_type"],
+                 "resource_name": resource["resource_name"]}
             )  # fmt: skip
         return {"throttle_time_ms": 0, "responses": responses}
 

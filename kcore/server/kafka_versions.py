@@ -31,6 +31,7 @@ IMPLEMENTED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_CONFIGS: (0, 4),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.ELECT_LEADERS: (0, 2),
     44: (0, 1),  # IncrementalAlterConfigs
     21: (0, 2),  # DeleteRecords
     60: (0, 0),  # DescribeCluster

@@ -12,6 +12,7 @@ replays one history exactly (`result.trace` is the proof: same seed, same trace)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
@@ -47,6 +48,8 @@ FAULTS = (
     "pause",
     "lossy_network",
     "restart_zookeeper",
+    "preferred_election",
+    "segment_config_change",
     "heal",
 )
 # Virtual seconds a run may take beyond its chaos and settling before it counts as hung.
@@ -294,6 +297,24 @@ class Simulation:
             await self.kill_zookeeper()
             await trio.sleep(length)
             await self.start_zookeeper()
+        elif kind == "preferred_election":
+            # What an operator's kafka-leader-election does through ZooKeeper; the
+            # controller deletes the znode when done (NodeExists: one is still pending).
+            self.log("preferred replica election for every partition")
+            partitions = [TopicPartition(TOPIC, p) for p in range(self.config.partitions)]
+            zk = KafkaZkClient(cluster.zk, clock=cluster.clock)
+            with contextlib.suppress(ZooKeeperError):
+                await zk.create_preferred_replica_election(partitions)
+        elif kind == "segment_config_change":
+            # A dynamic topic config change every broker applies (segments roll sooner or
+            # later); nothing the checker's guarantees depend on.
+            segment_bytes = rng.choice([16 * 1024, 64 * 1024, 1024 * 1024])
+            self.log(f"segment.bytes={segment_bytes} for topic {TOPIC}")
+            zk = KafkaZkClient(cluster.zk, clock=cluster.clock)
+            with contextlib.suppress(ZooKeeperError):
+                overrides = await zk.read_topic_configs(TOPIC)
+                overrides["segment.bytes"] = str(segment_bytes)
+                await zk.change_topic_config(TOPIC, overrides)
         elif kind == "heal":
             self.log("heal the network")
             self.heal_network()
@@ -572,6 +593,8 @@ async def _run(
         "zookeeper.session.timeout.ms": config.session_timeout_ms,
         "replica.lag.time.max.ms": config.replica_lag_time_max_ms,
         "controlled.shutdown.retry.backoff.ms": 500,
+        # The auto leader rebalance runs during the chaos, not once in five minutes.
+        "leader.imbalance.check.interval.seconds": 15,
     }
     violation = None
     result_check = None

@@ -341,7 +341,6 @@ def test_bad_topic_config_is_invalid_config_error(key: str, value: str) -> None:
     ("settings", "shown"),
     [
         ({"auto.create.topics.enable": "true"}, "auto.create.topics.enable=true"),
-        ({"auto.leader.rebalance.enable": True}, "auto.leader.rebalance.enable=true"),
         ({"log.cleanup.policy": "compact"}, "log.cleanup.policy=compact"),
         ({"log.cleanup.policy": "delete, compact"}, "log.cleanup.policy=delete,compact"),
         ({"log.flush.interval.ms": "1000"}, "log.flush.interval.ms=1000"),
@@ -377,7 +376,7 @@ def test_a_dynamic_layer_cannot_ask_for_what_kcore_cannot_honour() -> None:
 def test_defaults_kcore_cannot_honour_are_off_where_kafkas_are_on() -> None:
     config = make()
     assert config.auto_create_topics_enable is False
-    assert config.auto_leader_rebalance_enable is False
+    assert config.auto_leader_rebalance_enable is True  # Kafka's default: it works now
 
 
 def test_what_kcore_honours_of_those_settings_is_accepted() -> None:

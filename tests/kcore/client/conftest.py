@@ -1,6 +1,7 @@
 """A fake Kafka cluster for the client tests: `transport.RpcServer`s on a `SimNetwork`
 answering Metadata / Produce / Fetch / ListOffsets / CreateTopics / DeleteTopics /
-InitProducerId from in-memory partitions, with hooks to inject per-partition errors."""
+InitProducerId / DeleteRecords from in-memory partitions, with hooks to inject per-partition
+errors."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.data import (
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsPartitionResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     FetchPartitionResponse,
@@ -68,6 +72,8 @@ class FakeCluster:
     requests: list[tuple[int, ApiKey, object]] = attrs.field(factory=list)
     # (topic, partition) -> error codes the next produce requests for it get, in order
     produce_errors: dict[tuple[str, int], deque[int]] = attrs.field(factory=dict)
+    # (topic, partition) -> error codes the next DeleteRecords requests for it get, in order
+    delete_records_errors: dict[tuple[str, int], deque[int]] = attrs.field(factory=dict)
     # called with (broker id, topic) for each CreateTopics: an error code to answer, or None
     create_hook: Callable[[int, str], int | None] | None = None
     # partitions a created topic gets no leader for until `elect` is called
@@ -135,6 +141,9 @@ class FakeCluster:
             ),
             ApiKey.INIT_PRODUCER_ID: wrap(
                 ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, self._init_producer_id
+            ),
+            ApiKey.DELETE_RECORDS: wrap(
+                ApiKey.DELETE_RECORDS, DeleteRecordsRequest, self._delete_records
             ),
         }
 
@@ -248,6 +257,28 @@ class FakeCluster:
             else:
                 results.append(TopicResult(name, 0))
         return DeleteTopicsResponse(tuple(results))
+
+    async def _delete_records(
+        self, broker_id: int, request: DeleteRecordsRequest
+    ) -> DeleteRecordsResponse:
+        answers = []
+        for asked in request.partitions:
+            key = (asked.topic, asked.partition)
+            injected = self.delete_records_errors.get(key)
+            p = self.partition(*key)
+            offset = p.next_offset if asked.offset == -1 else asked.offset
+            if p.leader != broker_id:
+                code = NOT_LEADER
+            elif injected:
+                code = injected.popleft()
+            elif not p.log_start <= offset <= p.next_offset:
+                code = 1  # OFFSET_OUT_OF_RANGE
+            else:
+                code, p.log_start = 0, offset
+            answers.append(
+                DeleteRecordsPartitionResponse(*key, code, p.log_start if code == 0 else -1)
+            )
+        return DeleteRecordsResponse(tuple(answers))
 
     async def _init_producer_id(
         self, broker_id: int, request: InitProducerIdRequest

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 import pytest
 import trio
 
 from kcore import errors
 from kcore.client import Admin, Producer
+from kcore.log import build_batch
 from kcore.protocol.api_keys import ApiKey
 
 
@@ -92,3 +95,21 @@ async def test_describe_and_list_and_delete(fake_cluster, client_args, autojump_
         await admin.describe_topic("a")
     with pytest.raises(errors.UnknownTopicOrPartitionError):
         await admin.delete_topic("a")
+
+
+async def test_delete_records_goes_to_each_leader_and_retries_not_leader(
+    fake_cluster, client_args, autojump_clock
+):
+    fake_cluster.add_topic("t", 2, leaders=[2, 3])
+    for partition in (0, 1):
+        for _ in range(5):
+            fake_cluster.append("t", partition, build_batch([(0, None, b"v")]))
+    # The leader moved after the client read its metadata: NOT_LEADER_OR_FOLLOWER, then
+    # the client refreshes its metadata and asks again.
+    fake_cluster.delete_records_errors[("t", 0)] = deque([6])
+    async with Admin(fake_cluster.bootstrap, **client_args) as admin:
+        assert await admin.delete_records({("t", 0): 3, ("t", 1): -1}) == {("t", 0): 3, ("t", 1): 5}
+    sent = [(broker, [(p.partition, p.offset) for p in request.partitions])
+            for broker, request in fake_cluster.requests_of(ApiKey.DELETE_RECORDS)]  # fmt: skip
+    assert sent == [(2, [(0, 3)]), (3, [(1, -1)]), (2, [(0, 3)])]
+    assert fake_cluster.partition("t", 0).log_start == 3

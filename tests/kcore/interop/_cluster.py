@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -97,10 +99,40 @@ def start_cluster(root: Path, broker_count: int = 3) -> KafkaCluster:
     try:
         for broker in brokers.values():
             broker.start()
+        for broker in brokers.values():
+            wait_for(
+                lambda broker=broker: _knows_the_cluster(broker.address, set(brokers)),
+                f"broker {broker.broker_id}'s metadata to name every broker and a controller",
+            )
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+def _knows_the_cluster(address: str, broker_ids: set[int]) -> bool:
+    """Whether a Metadata request to `address` (Kafka's protocol) names every broker and a
+    controller: a broker listens before the controller has told it who the others are, and
+    a client's first metadata may come from any broker."""
+    from kcore.protocol import kafka as codec
+
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(codec.encode_request(3, 1, 1, "interop-setup", {"topics": []}))
+        (size,) = struct.unpack(">i", _receive(sock, 4))
+        _, metadata = codec.decode_response(3, 1, _receive(sock, size))
+    known = {b["node_id"] for b in metadata["brokers"]}
+    return known == broker_ids and metadata["controller_id"] in broker_ids
+
+
+def _receive(sock: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        data += chunk
+    return data
 
 
 def wait_for(condition, what: str, timeout: float = 60.0, interval: float = 0.1):

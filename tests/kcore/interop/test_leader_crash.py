@@ -98,3 +98,38 @@ def test_acknowledged_records_survive_a_leader_crash(kafka_cluster, require_clie
     # Exactly once: no record lost, none duplicated by the producer's retries.
     assert sorted(read) == sorted(acknowledged)
     assert sorted(value for _, value in read) == sorted(f"r{i}".encode() for i in range(RECORDS))
+
+
+def test_leadership_returns_to_the_preferred_replica_on_request(kafka_cluster, require_client):
+    """confluent-kafka's AdminClient.elect_leaders(PREFERRED) after a bounce: the restarted
+    preferred replica leads again (auto rebalance would, but only every 300 s)."""
+    require_client("confluent_kafka")
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    for broker in kafka_cluster.brokers.values():  # an earlier test may have killed one
+        if broker.process is None or broker.process.poll() is not None:
+            broker.start()
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    topic = "preferred-back"
+    new_topic = NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])
+    admin.create_topics([new_topic])[topic].result(60)
+    wait_for(lambda: _leader(admin, topic) == 1, "broker 1 to lead")
+    kafka_cluster.brokers[1].kill()
+    wait_for(lambda: _leader(admin, topic) in (2, 3), "leadership to leave broker 1")
+    kafka_cluster.brokers[1].start()
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+
+    def back_in_sync() -> bool:
+        partition = admin.list_topics(topic, timeout=30).topics[topic].partitions[0]
+        return 1 in partition.isrs
+
+    wait_for(back_in_sync, "broker 1 back in the ISR")
+    assert _leader(admin, topic) != 1
+    future = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)])
+    results = future.result(timeout=60)
+    assert results[TopicPartition(topic, 0)] is None  # no error
+    wait_for(lambda: _leader(admin, topic) == 1, "the preferred replica to lead again")
+    # Asked again: nothing to do, and the client hears so.
+    again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(60)
+    assert "ELECTION_NOT_NEEDED" in str(again[TopicPartition(topic, 0)])

@@ -1,0 +1,172 @@
+"""`kcore configs`: Kafka's kafka-configs.sh (Kafka 3.5's ConfigCommand) for topics and
+brokers, over kcore's Admin.
+
+    kcore configs --bootstrap-server HOST:PORT --entity-type topics --entity-name T --describe
+    kcore configs --bootstrap-server HOST:PORT --entity-type topics --entity-name T --alter \\
+        --add-config min.insync.replicas=2,retention.ms=3600000 --delete-config segment.ms
+    kcore configs --bootstrap-server HOST:PORT --entity-type brokers --entity-name 1 \\
+        --describe --all
+
+It prints what Kafka 3.5 prints (`Dynamic configs for topic T are:`, then one
+`  name=value sensitive=false synonyms={SOURCE:name=value}` line per config;
+`Completed updating config for topic T.`). kcore's broker configs are static
+(server.properties): a broker has no dynamic configs, `--all` shows every setting, and
+altering a broker is refused. Synonyms name the value's own source only: kcore's
+DescribeConfigs does not list the broker settings a topic config falls back to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Mapping
+
+from kcore.client import Admin
+from kcore.config import ConfigEntry, ConfigSourceCode
+from kcore.tools._tool import Tool, ToolError, UsageError, add_bootstrap_server
+
+# Kafka's ConfigCommand splits --add-config on commas outside square brackets, so a list
+# value is written `k=[a,b]`.
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+_DYNAMIC_SOURCES = {
+    "topics": ConfigSourceCode.DYNAMIC_TOPIC_CONFIG,
+    "brokers": ConfigSourceCode.DYNAMIC_BROKER_CONFIG,
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_bootstrap_server(parser)
+    parser.add_argument("--entity-type", required=True, choices=sorted(_DYNAMIC_SOURCES))
+    parser.add_argument(
+        "--entity-name", help="the topic's name or the broker's id (all of them when absent)"
+    )
+    actions = parser.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--describe", action="store_true", help="list the entity's configs")
+    actions.add_argument("--alter", action="store_true", help="alter a topic's configs")
+    parser.add_argument(
+        "--add-config", metavar="K=V,K=[V1,V2]", help="configs to set, with --alter"
+    )
+    parser.add_argument("--delete-config", metavar="K,K", help="configs to remove, with --alter")
+    parser.add_argument(
+        "--all", action="store_true", help="with --describe: every config, not only dynamic ones"
+    )
+
+
+def check(args: argparse.Namespace) -> None:
+    if not args.alter and (args.add_config is not None or args.delete_config is not None):
+        raise UsageError("--add-config and --delete-config go with --alter")
+    if args.all and not args.describe:
+        raise UsageError("--all goes with --describe")
+    if args.alter and args.entity_name is None:
+        raise UsageError("an entity name must be specified with --alter")
+    if args.alter and args.add_config is None and args.delete_config is None:
+        raise UsageError("at least one of --add-config or --delete-config must be specified")
+    if args.entity_type == "brokers" and args.entity_name is not None:
+        if not args.entity_name.strip().isdigit():
+            raise UsageError(
+                "The entity name for brokers must be a valid integer broker id, found: "
+                f"{args.entity_name}"
+            )
+
+
+async def run(args: argparse.Namespace) -> int:
+    if args.alter and args.entity_type == "brokers":
+        raise ToolError(
+            "broker configs cannot be altered: kcore's broker configs are static "
+            "(server.properties); only topic configs are dynamic"
+        )
+    async with Admin(args.bootstrap_server, client_id="kcore-configs") as admin:
+        if args.alter:
+            await _alter_topic(admin, args)
+        elif args.entity_type == "topics":
+            names = [args.entity_name] if args.entity_name else await admin.list_topics()
+            for name in names:
+                entries = await admin.describe_configs(name)
+                print("\n".join(describe_lines("topics", name, entries, args.all)))
+        else:
+            if args.entity_name is not None:
+                broker_ids = [int(args.entity_name)]
+            else:
+                broker_ids = [b.node_id for b in (await admin.describe_cluster()).brokers]
+            for broker_id in broker_ids:
+                entries = await admin.describe_configs(broker=broker_id)
+                print("\n".join(describe_lines("brokers", str(broker_id), entries, args.all)))
+            if args.entity_name is None:
+                # Kafka ends with the cluster-wide dynamic defaults: kcore has none.
+                print("Default configs for brokers in the cluster are:")
+    return 0
+
+
+async def _alter_topic(admin: Admin, args: argparse.Namespace) -> None:
+    topic = args.entity_name
+    to_set = parse_add_config(args.add_config) if args.add_config else {}
+    to_delete = parse_delete_config(args.delete_config) if args.delete_config else []
+    current = await admin.describe_configs(topic)
+    # As Kafka's ConfigCommand: only an existing override can be deleted.
+    overridden = {n for n, e in current.items() if e.source == _DYNAMIC_SOURCES["topics"]}
+    invalid = [name for name in to_delete if name not in overridden]
+    if invalid:
+        raise ToolError(f"Invalid config(s): {','.join(invalid)}")
+    await admin.alter_configs(topic, set=to_set, delete=to_delete)
+    print(f"Completed updating config for topic {topic}.")
+
+
+# -- pure: what Kafka's ConfigCommand prints and parses -----------------------------------
+
+
+def describe_lines(
+    entity_type: str, name: str, entries: Mapping[str, ConfigEntry], describe_all: bool
+) -> list[str]:
+    """The header (`Dynamic configs for topic T are:`, `All configs for broker 1 are:`),
+    then a line per config shown, by name."""
+    shown = sorted(entries.values(), key=lambda entry: entry.name)
+    if not describe_all:
+        shown = [e for e in shown if e.source == _DYNAMIC_SOURCES[entity_type]]
+    kind = "All" if describe_all else "Dynamic"
+    # Kafka names the entity by its type without the plural's 's'.
+    header = f"{kind} configs for {entity_type[:-1]} {name} are:"
+    return [header, *(config_line(entry) for entry in shown)]
+
+
+def config_line(entry: ConfigEntry) -> str:
+    """`  name=value sensitive=false synonyms={SOURCE:name=value}` (`null` for a value not
+    shown, as Java prints it)."""
+    value = "null" if entry.value is None else entry.value
+    synonyms = ""
+    if entry.source != ConfigSourceCode.UNKNOWN:
+        synonyms = f"{entry.source.name}:{entry.name}={value}"
+    sensitive = "true" if entry.is_sensitive else "false"
+    return f"  {entry.name}={value} sensitive={sensitive} synonyms={{{synonyms}}}"
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """`k1=v1,k2=[v1,v2]` as Kafka's parseConfigsToBeAdded reads it: commas inside
+    square brackets belong to the value, and the brackets are dropped."""
+    pairs = re.split("," + _OUTSIDE_BRACKETS, text)
+    while pairs and not pairs[-1]:
+        pairs.pop()  # Java's String.split drops trailing empty strings
+    configs = {}
+    for pair in pairs:
+        parts = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, pair)
+        if len(parts) != 2:
+            raise ToolError(
+                'Invalid entity config: all configs to be added must be in the format "key=val".'
+            )
+        configs[parts[0].strip()] = re.sub(r"[\[\]]", "", parts[1]).strip()
+    return configs
+
+
+def parse_delete_config(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",")]
+    while names and not names[-1]:
+        names.pop()
+    return names
+
+
+TOOL = Tool(
+    "configs",
+    "Describe topic and broker configs, and alter topic configs (Kafka's kafka-configs.sh).",
+    add_arguments,
+    run,
+    check,
+)
