@@ -50,7 +50,7 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("default.replication.factor", "int", 1),
         ConfigDef("num.partitions", "int", 1, at_least=1),
         # Kafka's default is true; kcore cannot honour true yet (kcore.config._unsupported).
-        ConfigDef("auto.create.topics.enable", "bool", False),
+        ConfigDef("auto.create.topics.enable", "bool", True),
         ConfigDef("delete.topic.enable", "bool", True),
         ConfigDef("controlled.shutdown.enable", "bool", True),
         ConfigDef("controlled.shutdown.max.retries", "int", 3),

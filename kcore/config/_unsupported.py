@@ -27,11 +27,6 @@ class Unsupported:
 
 BROKER_UNSUPPORTED = (
     Unsupported(
-        "auto.create.topics.enable",
-        lambda value: value is True,
-        "topics are not created on first use; create them with Admin.create_topic",
-    ),
-    Unsupported(
         "log.cleanup.policy",
         lambda value: "compact" in value,
         "log compaction is not implemented; use delete",

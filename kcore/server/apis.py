@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -42,6 +42,7 @@ from kcore.protocol.control import (
 )
 from kcore.protocol.data import (
     AlterConfigsResult,
+    CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -76,6 +77,7 @@ from kcore.protocol.data import (
 from kcore.server.control_requests import control_request_error
 from kcore.topic_creation import NewTopic, PartitionAddition, plan_partition_addition, plan_topic
 from kcore.wire import WireError, from_wire, to_wire
+from kcore.zk_client import ZooKeeperError
 
 if TYPE_CHECKING:
     from kcore.config import KafkaConfig
@@ -227,9 +229,25 @@ class KafkaApis:
 
     async def handle_metadata(self, request: transport.Request) -> Any:
         message = decode_body(MetadataRequest, request)
-        return to_wire(self.metadata_response(message.topics))
+        return to_wire(self.metadata_response(message.topics, self.listener_of(request.connection)))
 
-    def metadata_response(self, topics: tuple[str, ...] | None) -> MetadataResponse:
+    def listener_of(self, connection: transport.ServerConnection) -> str | None:
+        """The name of the listener a client connected to (by the port it reached), so that
+        metadata names every broker by that same listener, as Kafka answers."""
+        own = self.metadata_cache.brokers.get(self.broker_id)
+        port = connection.connection.local_address[1]
+        if own is not None:
+            for endpoint in own.endpoints:
+                if endpoint.port == port:
+                    return endpoint.listener_name
+        return None
+
+    def metadata_response(
+        self, topics: tuple[str, ...] | None, listener_name: str | None = None
+    ) -> MetadataResponse:
+        """The cluster as this broker's cache has it, brokers named by their endpoint on
+        `listener_name` (their first listener when None); a broker without that listener is
+        left out, as Kafka leaves it out."""
         cache = self.metadata_cache
         names = cache.topics() if topics is None else list(topics)
         described = []
@@ -255,7 +273,13 @@ class KafkaApis:
             described.append(MetadataTopic(name, 0, tuple(partitions), cache.topic_ids.get(name)))
         brokers = []
         for broker_id in sorted(cache.brokers):
-            endpoint = cache.brokers[broker_id].endpoints[0]
+            endpoints = cache.brokers[broker_id].endpoints
+            endpoint = next(
+                (e for e in endpoints if e.listener_name == listener_name),
+                endpoints[0] if listener_name is None else None,
+            )
+            if endpoint is None:
+                continue
             brokers.append(
                 MetadataBroker(
                     broker_id, endpoint.host, endpoint.port, cache.brokers[broker_id].rack
@@ -295,11 +319,33 @@ class KafkaApis:
             await self._wait_for_leaders(created, results, message.timeout_ms)
         return CreateTopicsResponse(tuple(results))
 
-    async def _create_topic(self, topic: Any, validate_only: bool) -> None:
+    async def auto_create_topic(self, name: str) -> int:
+        """Kafka's auto.create.topics.enable: a Metadata request that names a topic nobody
+        created creates it (num.partitions, default.replication.factor), on any broker, with
+        the live brokers this broker knows of. The error code the topic is answered with:
+        LEADER_NOT_AVAILABLE while its partitions get leaders (the client asks again), or
+        why it could not be created (INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION)."""
+        creatable = CreatableTopic(name, -1, -1)
+        try:
+            await self._create_topic(creatable, False, self.metadata_cache.brokers.keys())
+        except errors.TopicAlreadyExistsError:
+            pass  # another client's request created it first
+        except errors.KafkaError as error:
+            logger.info("Auto-creation of topic %s refused: %s", name, error)
+            return error.code
+        except ZooKeeperError as error:
+            logger.warning("Auto-creation of topic %s failed: %r", name, error)
+            return errors.LeaderNotAvailableError.code
+        return errors.LeaderNotAvailableError.code
+
+    async def _create_topic(
+        self, topic: Any, validate_only: bool, live_brokers: Iterable[int] | None = None
+    ) -> None:
         existing = await self.zk_client.get_all_topics()
-        # The controller's own view, fresher than the metadata cache it feeds; NOT_CONTROLLER
-        # if it resigned since the check above.
-        live_brokers = await self.controller.live_broker_ids()
+        if live_brokers is None:
+            # The controller's own view, fresher than the metadata cache it feeds;
+            # NOT_CONTROLLER if it resigned since the check above.
+            live_brokers = await self.controller.live_broker_ids()
         assignment = plan_topic(
             NewTopic(
                 topic.name,

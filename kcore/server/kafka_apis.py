@@ -131,12 +131,24 @@ class KafkaProtocolApis:
                     name = self._topic_name(topic.get("topic_id"))
                 names.append(name if name is not None else "")
         cache = self.apis.metadata_cache
-        described = self.apis.metadata_response(None if names is None else tuple(names))
+        described = self.apis.metadata_response(
+            None if names is None else tuple(names), self.apis.listener_of(request.connection)
+        )
+        # Kafka's auto.create.topics.enable, when the client allows it (Metadata v4+ says;
+        # older versions always did): an unknown topic named by name is created.
+        auto_create = self.apis.config.auto_create_topics_enable and body.get(
+            "allow_auto_topic_creation", True
+        )
+        created: dict[str, int] = {}
+        for topic in described.topics:
+            unknown = topic.error_code == errors.UnknownTopicOrPartitionError.code
+            if auto_create and unknown and topic.name and topic.name not in created:
+                created[topic.name] = await self.apis.auto_create_topic(topic.name)
         topics = []
         for topic in described.topics:
             topics.append(
                 {
-                    "error_code": topic.error_code,
+                    "error_code": created.get(topic.name, topic.error_code),
                     "name": topic.name,
                     "topic_id": topic_uuid(topic.topic_id or cache.topic_ids.get(topic.name)),
                     "is_internal": topic.name.startswith("__"),
@@ -177,7 +189,7 @@ class KafkaProtocolApis:
         return None
 
     async def handle_describe_cluster(self, request: transport.Request) -> dict:
-        described = self.apis.metadata_response(())
+        described = self.apis.metadata_response((), self.apis.listener_of(request.connection))
         return {
             "throttle_time_ms": 0,
             "error_code": 0,

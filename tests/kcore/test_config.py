@@ -340,7 +340,6 @@ def test_bad_topic_config_is_invalid_config_error(key: str, value: str) -> None:
 @pytest.mark.parametrize(
     ("settings", "shown"),
     [
-        ({"auto.create.topics.enable": "true"}, "auto.create.topics.enable=true"),
         ({"log.cleanup.policy": "compact"}, "log.cleanup.policy=compact"),
         ({"log.cleanup.policy": "delete, compact"}, "log.cleanup.policy=delete,compact"),
         ({"log.flush.interval.ms": "1000"}, "log.flush.interval.ms=1000"),
@@ -369,14 +368,14 @@ def test_a_setting_kcore_cannot_honour_is_refused_at_start_up(
 
 
 def test_a_dynamic_layer_cannot_ask_for_what_kcore_cannot_honour() -> None:
-    with pytest.raises(ConfigError, match=re.escape("auto.create.topics.enable=true")):
-        DynamicConfigView(make(), cluster_default={"auto.create.topics.enable": "true"})
+    with pytest.raises(ConfigError, match=re.escape("log.cleanup.policy=compact")):
+        DynamicConfigView(make(), cluster_default={"log.cleanup.policy": "compact"})
 
 
-def test_defaults_kcore_cannot_honour_are_off_where_kafkas_are_on() -> None:
+def test_kafkas_defaults_for_what_kcore_now_does() -> None:
     config = make()
-    assert config.auto_create_topics_enable is False
-    assert config.auto_leader_rebalance_enable is True  # Kafka's default: it works now
+    assert config.auto_create_topics_enable is True
+    assert config.auto_leader_rebalance_enable is True
 
 
 def test_what_kcore_honours_of_those_settings_is_accepted() -> None:

@@ -141,8 +141,8 @@ async def test_a_compacted_topic_is_refused_with_the_setting_named(autojump_cloc
 @pytest.mark.parametrize(
     ("setting", "shown"),
     [
-        ({"auto.create.topics.enable": "true"}, "auto.create.topics.enable=true"),
         ({"log.cleanup.policy": "compact"}, "log.cleanup.policy=compact"),
+        ({"log.flush.interval.ms": "1000"}, "log.flush.interval.ms=1000"),
     ],
 )
 async def test_a_cluster_refuses_to_start_with_a_setting_it_cannot_honour(

@@ -392,3 +392,25 @@ def test_confluent_kafka_alters_topic_configs_that_brokers_then_enforce(
     with pytest.raises(Exception, match=r"no\.such\.config"):
         for future in admin.incremental_alter_configs([bad]).values():
             future.result(timeout=60)
+
+
+def test_a_producer_creates_its_topic_on_first_use(kafka_cluster, require_client, kcat):
+    """auto.create.topics.enable (Kafka's default): kcat produces to a topic nobody created;
+    the broker creates it with num.partitions and default.replication.factor."""
+    require_client("confluent_kafka")
+    from confluent_kafka.admin import AdminClient
+
+    topic = _new_topic()
+    bootstrap = kafka_cluster.bootstrap_servers
+    subprocess.run(
+        [kcat, "-b", bootstrap, "-P", "-t", topic, "-X", "acks=all"],
+        input=b"first\nsecond\n", check=True, timeout=60,
+    )  # fmt: skip
+    consumed = subprocess.run(
+        [kcat, "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-f", "%s\n"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert consumed.stdout == b"first\nsecond\n"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
+    assert sorted(partitions) == [0] and len(partitions[0].replicas) == 1

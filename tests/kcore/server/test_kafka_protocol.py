@@ -258,3 +258,40 @@ async def test_describe_producers_names_each_idempotent_producer(cluster) -> Non
     assert (producer["producer_id"], producer["producer_epoch"]) == (7, 3)
     assert (producer["last_sequence"], producer["last_timestamp"]) == (3, 5003)
     assert missing["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_metadata_names_brokers_by_the_listener_the_client_reached(tmp_path) -> None:
+    two_listeners = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+    }
+    async with open_cluster(
+        brokers=2, network="tcp", data_dir=tmp_path, broker_config=two_listeners
+    ) as cluster:
+        await cluster.wait_for_controller()
+        ports = {
+            broker_id: {e.listener_name: e.port for e in broker.endpoints}
+            for broker_id, broker in cluster.brokers.items()
+        }
+        for listener in ("PLAINTEXT", "INTERNAL"):
+            client = RawKafkaClient(await trio.open_tcp_stream("127.0.0.1", ports[1][listener]))
+            metadata = await client.request(3, 12, {"topics": []})
+            named = {b["node_id"]: b["port"] for b in metadata["brokers"]}
+            assert named == {broker_id: ports[broker_id][listener] for broker_id in (1, 2)}
+
+
+async def test_metadata_creates_an_unknown_topic_only_when_the_client_allows(cluster) -> None:
+    client = await _connect(cluster, 1)
+
+    async def ask(allow: bool) -> dict:
+        metadata = await client.request(
+            3, 12, {"topics": [{"name": "fresh"}], "allow_auto_topic_creation": allow}
+        )
+        return metadata["topics"][0]
+
+    assert (await ask(False))["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION: not created
+    assert (await ask(True))["error_code"] == 5  # LEADER_NOT_AVAILABLE: being created
+    with trio.fail_after(30):
+        while (topic := await ask(False))["error_code"] != 0:
+            await trio.sleep(0.05)
+    assert [p["partition_index"] for p in topic["partitions"]] == [0]  # num.partitions
