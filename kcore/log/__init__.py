@@ -34,6 +34,7 @@ from kcore.log._errors import (
 )
 from kcore.log._meta_properties import InconsistentClusterIdError, check_meta_properties
 from kcore.log._partition_log import MemoryPartitionLog, PartitionLog
+from kcore.log._timestamps import TimestampAndOffset, first_at_or_after, max_timestamp
 
 __all__ = [
     "COMPRESSION_TYPES",
@@ -53,12 +54,15 @@ __all__ = [
     "OffsetCheckpointFile",
     "PartitionLog",
     "Record",
+    "TimestampAndOffset",
     "UnexpectedAppendOffsetError",
     "build_batch",
     "check_meta_properties",
     "check_produced_batch",
+    "first_at_or_after",
     "iter_batch_records",
     "iter_records",
+    "max_timestamp",
     "parse_header",
     "split_batches",
     "split_valid_batches",

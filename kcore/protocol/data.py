@@ -19,6 +19,7 @@ CONSUMER_REPLICA_ID = -1  # Kafka's FetchRequest.CONSUMER_REPLICA_ID
 NO_EPOCH = -1  # "no leader epoch known": the broker skips the KIP-320 check
 EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
 LATEST_TIMESTAMP = -1  # ListOffsets: the high watermark (what a consumer can read up to)
+MAX_TIMESTAMP = -3  # ListOffsets (KIP-734): the record with the largest timestamp
 
 
 def _non_negative(_instance: object, attribute: attrs.Attribute, value: int) -> None:
@@ -169,6 +170,7 @@ class ListOffsetsPartitionResponse:
     error_code: int
     offset: int = -1
     leader_epoch: int = NO_EPOCH
+    timestamp: int = -1  # the found record's, for a lookup by timestamp
 
 
 @attrs.frozen

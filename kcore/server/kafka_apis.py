@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ from kcore.protocol.data import (
     FetchPartition,
     FetchRequest,
     ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
     ListOffsetsRequest,
     OffsetForLeaderEpochPartition,
     OffsetForLeaderEpochRequest,
@@ -319,20 +321,30 @@ class KafkaProtocolApis:
 
     async def handle_list_offsets(self, request: transport.Request) -> dict:
         body: dict = request.body  # type: ignore[assignment]
-        asked = ListOffsetsRequest(
-            CONSUMER_REPLICA_ID,
-            tuple(
-                ListOffsetsPartition(
-                    topic["name"],
-                    part["partition_index"],
-                    part["timestamp"],
-                    part.get("current_leader_epoch", NO_EPOCH),
-                )
-                for topic in body["topics"]
-                for part in topic["partitions"]
-            ),
+        wanted = [
+            ListOffsetsPartition(
+                topic["name"],
+                part["partition_index"],
+                part["timestamp"],
+                part.get("current_leader_epoch", NO_EPOCH),
+            )
+            for topic in body["topics"]
+            for part in topic["partitions"]
+        ]
+        # A partition asked twice is answered INVALID_REQUEST, both times (as Kafka does).
+        counts = Counter((w.topic, w.partition) for w in wanted)
+        duplicated = {key for key, count in counts.items() if count > 1}
+        response = self.apis.replica_manager.list_offsets(
+            ListOffsetsRequest(
+                CONSUMER_REPLICA_ID,
+                tuple(w for w in wanted if (w.topic, w.partition) not in duplicated),
+            )
         )
-        response = self.apis.replica_manager.list_offsets(asked)
+        answers = list(response.partitions) + [
+            ListOffsetsPartitionResponse(w.topic, w.partition, _INVALID_REQUEST)
+            for w in wanted
+            if (w.topic, w.partition) in duplicated
+        ]
 
         def partition(answer: Any) -> dict:
             found = answer.error_code == 0
@@ -340,12 +352,12 @@ class KafkaProtocolApis:
                 "partition_index": answer.partition,
                 "error_code": answer.error_code,
                 "old_style_offsets": [answer.offset] if found else [],
-                "timestamp": -1,
+                "timestamp": answer.timestamp,
                 "offset": answer.offset,
                 "leader_epoch": answer.leader_epoch,
             }
 
-        return {"throttle_time_ms": 0, "topics": _nest(response.partitions, partition)}
+        return {"throttle_time_ms": 0, "topics": _nest(answers, partition)}
 
     async def handle_offsets_for_leader_epoch(self, request: transport.Request) -> dict:
         body: dict = request.body  # type: ignore[assignment]

@@ -28,13 +28,21 @@ import attrs
 
 from kcore import errors
 from kcore.common import NO_LEADER, LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
-from kcore.log import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from kcore.log import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    TimestampAndOffset,
+    first_at_or_after,
+    max_timestamp,
+    parse_header,
+)
 from kcore.protocol.control import LeaderAndIsrPartitionState
-from kcore.protocol.data import NO_EPOCH
+from kcore.protocol.data import MAX_TIMESTAMP, NO_EPOCH
 
 logger = logging.getLogger("kcore.server.partition")
 
 UNKNOWN_OFFSET = -1
+_TIMESTAMP_SCAN_BYTES = 1 << 20  # per read while scanning batch headers for a timestamp
 DELETE_TO_HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high watermark"
 
 
@@ -402,6 +410,30 @@ class Partition:
             if fetch_offset <= self.log_end_offset:
                 return []
         return self.log.read(fetch_offset, max_bytes, limit)
+
+    def offset_for_timestamp(
+        self, target: int, *, up_to_high_watermark: bool
+    ) -> TimestampAndOffset | None:
+        """ListOffsets by timestamp: the first record whose timestamp is at least `target`
+        (MAX_TIMESTAMP: the record with the largest), below the high watermark for a
+        consumer. kcore keeps no time index: the batch headers are scanned from the log
+        start, and only the batch holding the answer is decoded."""
+        offset = self.log_start_offset
+        batches: list[bytes] = []
+        while True:
+            found = self.read(
+                offset, _TIMESTAMP_SCAN_BYTES, up_to_high_watermark=up_to_high_watermark
+            )
+            if not found:
+                break
+            if target == MAX_TIMESTAMP:
+                batches += found
+            else:
+                hit = first_at_or_after(found, target, self.log_start_offset)
+                if hit is not None:
+                    return hit
+            offset = parse_header(found[-1]).next_offset
+        return max_timestamp(batches, self.log_start_offset) if target == MAX_TIMESTAMP else None
 
     # -- the follower's side -------------------------------------------------------------
 

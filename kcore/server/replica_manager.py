@@ -42,6 +42,7 @@ from kcore.protocol.control import (
 from kcore.protocol.data import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     NO_EPOCH,
     FetchPartitionResponse,
     FetchRequest,
@@ -809,10 +810,26 @@ class ReplicaManager:
                         if request.replica_id >= 0
                         else partition.high_watermark
                     )
+                elif ask.timestamp >= 0 or ask.timestamp == MAX_TIMESTAMP:
+                    with self.handling_log_io_errors(tp, "search"):
+                        found = partition.offset_for_timestamp(
+                            ask.timestamp, up_to_high_watermark=request.replica_id < 0
+                        )
+                    # Kafka's "no such record": offset and timestamp -1.
+                    answers.append(
+                        ListOffsetsPartitionResponse(tp.topic, tp.partition, 0)
+                        if found is None
+                        else ListOffsetsPartitionResponse(
+                            tp.topic, tp.partition, 0, found.offset, found.leader_epoch,
+                            found.timestamp,
+                        )
+                    )  # fmt: skip
+                    continue
                 else:
                     raise errors.UnsupportedVersionError(
-                        f"ListOffsets by timestamp {ask.timestamp} is not supported; use "
-                        f"{EARLIEST_TIMESTAMP} (earliest) or {LATEST_TIMESTAMP} (latest)"
+                        f"ListOffsets timestamp {ask.timestamp} is not supported: a timestamp "
+                        f"(ms), {EARLIEST_TIMESTAMP} (earliest), {LATEST_TIMESTAMP} (latest) or "
+                        f"{MAX_TIMESTAMP} (the largest timestamp)"
                     )
             except errors.KafkaError as error:
                 answers.append(ListOffsetsPartitionResponse(tp.topic, tp.partition, error.code))

@@ -414,3 +414,28 @@ def test_a_producer_creates_its_topic_on_first_use(kafka_cluster, require_client
     admin = AdminClient({"bootstrap.servers": bootstrap})
     partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
     assert sorted(partitions) == [0] and len(partitions[0].replicas) == 1
+
+
+def test_offsets_for_times_find_records_by_timestamp(kafka_cluster, require_client):
+    """ListOffsets by timestamp (KIP-79): confluent-kafka's offsets_for_times."""
+    require_client("confluent_kafka")
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = _new_topic()
+    _create_topic(kafka_cluster, topic, partitions=1, replication_factor=1)
+    producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all"})
+    for i, stamp in enumerate([1_000, 2_000, 3_000, 4_000]):
+        producer.produce(topic, f"r{i}".encode(), partition=0, timestamp=stamp)
+        producer.flush(30)  # one batch per record: the lookup crosses batches
+    consumer = Consumer(
+        {"bootstrap.servers": kafka_cluster.bootstrap_servers, "group.id": "unused",
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    try:
+        found = [
+            consumer.offsets_for_times([TopicPartition(topic, 0, stamp)], timeout=30)[0].offset
+            for stamp in (1_500, 3_000, 9_000)
+        ]
+        assert found == [1, 2, -1]  # -1: no record that late (END)
+    finally:
+        consumer.close()
