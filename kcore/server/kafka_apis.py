@@ -54,11 +54,6 @@ logger = logging.getLogger("kcore.server.kafka_apis")
 
 _ZERO_UUID = uuid.UUID(int=0)
 _INT32_MAX = 2**31 - 1
-_INVALID_REQUIRED_ACKS = 21
-_INVALID_REQUEST = 42
-_COORDINATOR_NOT_AVAILABLE = 15
-_FETCH_SESSION_ID_NOT_FOUND = 70
-_UNKNOWN_TOPIC_ID = 100
 _NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's "not requested" marker
 
 
@@ -216,10 +211,12 @@ class KafkaProtocolApis:
             for part in topic["partition_data"]
         ]
         if body.get("transactional_id") is not None:
-            return self._produce_error(asked, _INVALID_REQUEST, "kcore has no transactions")
+            return self._produce_error(
+                asked, errors.InvalidRequestError.code, "kcore has no transactions"
+            )
         if acks not in (-1, 0, 1):
             return self._produce_error(
-                asked, _INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, got {acks}"
+                asked, errors.InvalidRequiredAcksError.code, f"acks must be -1, 0 or 1, got {acks}"
             )
         produce = ProduceRequest(
             acks,
@@ -262,7 +259,7 @@ class KafkaProtocolApis:
             # with session id 0, which tells clients to send full fetches.
             return {
                 "throttle_time_ms": 0,
-                "error_code": _FETCH_SESSION_ID_NOT_FOUND,
+                "error_code": errors.FetchSessionIdNotFoundError.code,
                 "session_id": 0,
                 "responses": [],
             }
@@ -341,7 +338,7 @@ class KafkaProtocolApis:
             )
         )
         answers = list(response.partitions) + [
-            ListOffsetsPartitionResponse(w.topic, w.partition, _INVALID_REQUEST)
+            ListOffsetsPartitionResponse(w.topic, w.partition, errors.InvalidRequestError.code)
             for w in wanted
             if (w.topic, w.partition) in duplicated
         ]
@@ -400,7 +397,7 @@ class KafkaProtocolApis:
                 body["transactional_id"],
                 request.connection.peer_name,
             )
-            return {"throttle_time_ms": 0, "error_code": _INVALID_REQUEST,
+            return {"throttle_time_ms": 0, "error_code": errors.InvalidRequestError.code,
                     "producer_id": -1, "producer_epoch": -1}  # fmt: skip
         # Kafka gives an idempotent producer a new id whenever it asks, bumping nothing
         # (TransactionCoordinator.handleInitProducerId without a transactional id).
@@ -466,7 +463,7 @@ class KafkaProtocolApis:
         keys = body.get("coordinator_keys") or []
         return {
             "throttle_time_ms": 0,
-            "error_code": _COORDINATOR_NOT_AVAILABLE,
+            "error_code": errors.CoordinatorNotAvailableError.code,
             "error_message": message,
             "node_id": -1,
             "host": "",
@@ -477,7 +474,7 @@ class KafkaProtocolApis:
                     "node_id": -1,
                     "host": "",
                     "port": -1,
-                    "error_code": _COORDINATOR_NOT_AVAILABLE,
+                    "error_code": errors.CoordinatorNotAvailableError.code,
                     "error_message": message,
                 }
                 for key in keys
@@ -701,7 +698,7 @@ class KafkaProtocolApis:
             for result in response.topics
         ]
         results += [
-            {"name": None, "topic_id": topic_id, "error_code": _UNKNOWN_TOPIC_ID,
+            {"name": None, "topic_id": topic_id, "error_code": errors.UnknownTopicIdError.code,
              "error_message": f"no topic has id {topic_id_string(topic_id)}"}
             for topic_id in unknown_ids
         ]  # fmt: skip
