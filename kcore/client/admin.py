@@ -355,18 +355,14 @@ class Admin:
             with _deadline(timeout, "electing leaders"):
                 refresh = False
                 while True:
-                    controller, cluster = await self._controller(session, refresh=refresh)
-                    address = cluster.address_of(controller)
-                    assert address is not None
-                    rpc_timeout_ms, broker_timeout_ms = self._timeouts_ms()
-                    response = await self._request_or_none(
+                    response = await self._ask_controller(
                         session,
-                        address,
                         ApiKey.ELECT_LEADERS,
-                        ElectLeadersRequest(int(kinds[election_type]), asked, broker_timeout_ms),
+                        lambda timeout_ms: ElectLeadersRequest(
+                            int(kinds[election_type]), asked, timeout_ms
+                        ),
                         ElectLeadersResponse,
-                        rpc_timeout_ms,
-                        f"controller {controller}",
+                        refresh=refresh,
                     )
                     refresh = response is None or response.error_code == _NOT_CONTROLLER
                     if not refresh:
@@ -680,6 +676,32 @@ class Admin:
                     break
         return cluster.controller_id, cluster
 
+    async def _ask_controller(
+        self,
+        session: _Session,
+        api_key: ApiKey,
+        build: Callable[[int], object],
+        response_type: type,
+        *,
+        refresh: bool,
+    ) -> Any:
+        """One request, `build(broker timeout ms)`, to the controller as the metadata
+        names it (refreshed first when `refresh`): its response, or None after a retriable
+        failure (the caller retries, refreshing)."""
+        controller, cluster = await self._controller(session, refresh=refresh)
+        address = cluster.address_of(controller)
+        assert address is not None
+        rpc_timeout_ms, broker_timeout_ms = self._timeouts_ms()
+        return await self._request_or_none(
+            session,
+            address,
+            api_key,
+            build(broker_timeout_ms),
+            response_type,
+            rpc_timeout_ms,
+            f"controller {controller}",
+        )
+
     async def _to_controller(
         self,
         session: _Session,
@@ -693,18 +715,13 @@ class Admin:
         pending = list(dict.fromkeys(names))
         refresh = False
         while pending:
-            controller, cluster = await self._controller(session, refresh=refresh)
-            address = cluster.address_of(controller)
-            assert address is not None
-            rpc_timeout_ms, broker_timeout_ms = self._timeouts_ms()
-            response = await self._request_or_none(
+            asked = list(pending)
+            response = await self._ask_controller(
                 session,
-                address,
                 _CONTROLLER_API_KEYS[response_type],
-                build(pending, broker_timeout_ms),
+                lambda timeout_ms, asked=asked: build(asked, timeout_ms),
                 response_type,
-                rpc_timeout_ms,
-                f"controller {controller}",
+                refresh=refresh,
             )
             if response is None:
                 refresh = True
@@ -720,7 +737,7 @@ class Admin:
             pending = [n for n in pending if n not in results]
             if pending and not refresh:
                 raise errors.UnknownServerError(
-                    f"controller {controller} did not answer for {', '.join(pending)}"
+                    f"the controller did not answer for {', '.join(pending)}"
                 )
         return results
 
