@@ -70,6 +70,13 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("log.flush.interval.ms", "long", None),
         ConfigDef("log.index.interval.bytes", "int", 4096, at_least=0),
         ConfigDef("message.max.bytes", "int", 1048588, at_least=0),
+        ConfigDef(
+            "log.message.timestamp.type",
+            "string",
+            "CreateTime",
+            valid_values=("CreateTime", "LogAppendTime"),
+        ),
+        ConfigDef("log.message.timestamp.difference.max.ms", "long", _LONG_MAX, at_least=0),
         ConfigDef("offsets.topic.replication.factor", "short", 3, at_least=1),
         ConfigDef("offsets.topic.num.partitions", "int", 50, at_least=1),
         ConfigDef("transaction.state.log.replication.factor", "short", 3, at_least=1),

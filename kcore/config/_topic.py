@@ -38,6 +38,21 @@ TOPIC_DEFINITIONS: dict[str, tuple[ConfigDef, str]] = {
         ),
         (ConfigDef("max.message.bytes", "int", 1048588, at_least=0), "message_max_bytes"),
         (
+            ConfigDef(
+                "message.timestamp.type",
+                "string",
+                "CreateTime",
+                valid_values=("CreateTime", "LogAppendTime"),
+            ),
+            "log_message_timestamp_type",
+        ),
+        (
+            ConfigDef(
+                "message.timestamp.difference.max.ms", "long", 9223372036854775807, at_least=0
+            ),
+            "log_message_timestamp_difference_max_ms",
+        ),
+        (
             ConfigDef("flush.messages", "long", 9223372036854775807, at_least=1),
             "log_flush_interval_messages",
         ),
@@ -55,6 +70,8 @@ class TopicConfig:
     segment_ms: int
     cleanup_policy: tuple[str, ...]
     max_message_bytes: int
+    message_timestamp_type: str
+    message_timestamp_difference_max_ms: int
     flush_messages: int
 
     @classmethod

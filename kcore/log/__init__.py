@@ -16,6 +16,7 @@ from kcore.log._batch import (
     split_valid_batches,
     validate_batch,
     with_base_offset,
+    with_log_append_time,
     with_partition_leader_epoch,
 )
 from kcore.log._checkpoint import (
@@ -68,5 +69,6 @@ __all__ = [
     "split_valid_batches",
     "validate_batch",
     "with_base_offset",
+    "with_log_append_time",
     "with_partition_leader_epoch",
 ]

@@ -276,6 +276,25 @@ def restamp(batch: bytes, base_offset: int, partition_leader_epoch: int) -> byte
     return bytes(stamped)
 
 
+_ATTRIBUTES_AT = 21
+_MAX_TIMESTAMP_AT = 35
+_ATTRIBUTES = struct.Struct(">h")
+_TIMESTAMP = struct.Struct(">q")
+
+
+def with_log_append_time(batch: bytes, now_ms: int) -> bytes:
+    """The batch as a LogAppendTime topic stores it (Kafka's setMaxTimestamp): the
+    timestamp-type bit set and the max timestamp made the broker's clock, which every record
+    then reads as its timestamp; the CRC, which covers both, is recomputed. The records
+    themselves are not touched."""
+    stamped = bytearray(batch)
+    (attributes,) = _ATTRIBUTES.unpack_from(stamped, _ATTRIBUTES_AT)
+    _ATTRIBUTES.pack_into(stamped, _ATTRIBUTES_AT, attributes | TIMESTAMP_TYPE_MASK)
+    _TIMESTAMP.pack_into(stamped, _MAX_TIMESTAMP_AT, now_ms)
+    struct.pack_into(">I", stamped, _CRC_AT, crc32c.crc32c(memoryview(stamped)[_CRC_END:]))
+    return bytes(stamped)
+
+
 def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
     """The data records of one validated batch, with absolute offsets and timestamps (a
     LogAppendTime batch's records all carry its max timestamp, as Kafka's iterator gives

@@ -30,7 +30,13 @@ import transport
 from kcore import errors
 from kcore.common import EPOCH_DURING_DELETE, TopicPartition
 from kcore.config import InvalidTopicConfigError, TopicConfig
-from kcore.log import CorruptRecordError, check_produced_batch, split_batches
+from kcore.log import (
+    BatchHeader,
+    CorruptRecordError,
+    check_produced_batch,
+    split_batches,
+    with_log_append_time,
+)
 from kcore.protocol.control import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -514,7 +520,7 @@ class ReplicaManager:
         for data in request.partitions:
             tp = TopicPartition(data.topic, data.partition)
             try:
-                partition, first, last, min_isr = await self._append_to_leader(
+                partition, first, last, min_isr, log_append_time = await self._append_to_leader(
                     tp, data.records, request.acks, now_ms
                 )
             except (errors.KafkaError, CorruptRecordError) as error:
@@ -528,7 +534,7 @@ class ReplicaManager:
                 )
                 continue
             answers[tp] = ProducePartitionResponse(
-                tp.topic, tp.partition, 0, first, -1, partition.log_start_offset
+                tp.topic, tp.partition, 0, first, log_append_time, partition.log_start_offset
             )
             if request.acks == -1:
                 awaiting[tp] = (partition, last + 1, min_isr)
@@ -541,7 +547,7 @@ class ReplicaManager:
 
     async def _append_to_leader(
         self, tp: TopicPartition, records: bytes, acks: int, now_ms: int
-    ) -> tuple[Partition, int, int, int]:
+    ) -> tuple[Partition, int, int, int, int]:
         partition = self.partitions.get(tp)
         if partition is None:
             raise errors.UnknownTopicOrPartitionError(f"broker {self.broker_id} does not host {tp}")
@@ -551,13 +557,21 @@ class ReplicaManager:
                 f"{len(records)} bytes of records exceed max.message.bytes "
                 f"{config.max_message_bytes} of {tp.topic}"
             )
-        for header, _batch in split_batches(records):  # each batch's CRC checked
+        now_ms = self.wall_clock_ms()
+        batches = split_batches(records)  # each batch's CRC checked
+        for header, _batch in batches:
             check_produced_batch(header, str(tp))
+            if config.message_timestamp_type == "CreateTime":
+                check_create_time(header, now_ms, config.message_timestamp_difference_max_ms, tp)
+        log_append_time = -1
+        if config.message_timestamp_type == "LogAppendTime":
+            log_append_time = now_ms
+            records = b"".join(with_log_append_time(batch, now_ms) for _, batch in batches)
         with self.handling_log_io_errors(tp, "append to"):
             first, last = partition.append_as_leader(
-                records, acks, config.min_insync_replicas, self.wall_clock_ms()
+                records, acks, config.min_insync_replicas, now_ms
             )
-        return partition, first, last, config.min_insync_replicas
+        return partition, first, last, config.min_insync_replicas, log_append_time
 
     # -- Fetch -----------------------------------------------------------------------------
 
@@ -840,3 +854,17 @@ class ReplicaManager:
                 )
             )
         return ListOffsetsResponse(tuple(answers))
+
+
+def check_create_time(header: BatchHeader, now_ms: int, max_difference_ms: int, tp: object) -> None:
+    """message.timestamp.difference.max.ms for a CreateTime topic: a batch whose first or
+    largest timestamp is further from the broker's clock is refused with INVALID_TIMESTAMP.
+    Kafka checks every record; kcore checks the two timestamps the batch header carries,
+    the first record's and the largest, without decoding records (a later record older than
+    the first goes unchecked)."""
+    for stamp in (header.base_timestamp, header.max_timestamp):
+        if abs(stamp - now_ms) > max_difference_ms:
+            raise errors.InvalidTimestampError(
+                f"Timestamp {stamp} of a record in {tp} is out of range: more than "
+                f"message.timestamp.difference.max.ms={max_difference_ms} from {now_ms}"
+            )

@@ -287,6 +287,8 @@ def test_topic_config_defaults_from_broker() -> None:
             "log.retention.bytes": 10,
             "unclean.leader.election.enable": "true",
             "log.flush.interval.messages": 1,
+            "log.message.timestamp.type": "LogAppendTime",
+            "log.message.timestamp.difference.max.ms": 5000,
         }
     )
     topic = TopicConfig.from_dict({}, broker)
@@ -299,6 +301,8 @@ def test_topic_config_defaults_from_broker() -> None:
         segment_ms=60000,
         cleanup_policy=("delete",),
         max_message_bytes=500,
+        message_timestamp_type="LogAppendTime",
+        message_timestamp_difference_max_ms=5000,
         flush_messages=1,
     )
 

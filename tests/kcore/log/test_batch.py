@@ -183,3 +183,12 @@ def test_produced_batches_kafka_refuses_are_invalid_records(change, reason):
     )
     with pytest.raises(errors.InvalidRecordError, match=reason):
         check_produced_batch(header, "t-0")
+
+
+def test_a_log_append_time_batch_reads_the_brokers_clock_and_stays_valid():
+    from kcore.log import with_log_append_time
+
+    stamped = with_log_append_time(build_batch([(1, None, b"a"), (7, None, b"b")]), 1_000_000)
+    header = validate_batch(stamped)  # the CRC was recomputed
+    assert header.is_log_append_time and header.max_timestamp == 1_000_000
+    assert [r.timestamp for r in iter_records(stamped)] == [1_000_000, 1_000_000]

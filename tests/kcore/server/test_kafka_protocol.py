@@ -295,3 +295,50 @@ async def test_metadata_creates_an_unknown_topic_only_when_the_client_allows(clu
         while (topic := await ask(False))["error_code"] != 0:
             await trio.sleep(0.05)
     assert [p["partition_index"] for p in topic["partitions"]] == [0]  # num.partitions
+
+
+async def test_a_log_append_time_topic_stamps_batches_with_the_brokers_clock(cluster) -> None:
+    controller = await cluster.wait_for_controller()
+    admin_client = await _connect(cluster, controller)
+    configs = [
+        {"name": "message.timestamp.type", "value": "LogAppendTime"},
+    ]
+    created = await admin_client.request(
+        19, 7, {"topics": [{"name": "stamped", "num_partitions": 1, "replication_factor": 1,
+                            "configs": configs}], "timeout_ms": 30000},
+    )  # fmt: skip
+    assert created["topics"][0]["error_code"] == 0
+    metadata = await admin_client.request(3, 12, {"topics": [{"name": "stamped"}]})
+    client = await _connect(cluster, metadata["topics"][0]["partitions"][0]["leader_id"])
+    batch = build_batch([(1, None, b"old"), (2, None, b"older")])  # 1970: CreateTime ignored
+    data = [{"name": "stamped", "partition_data": [{"index": 0, "records": batch}]}]
+    produced = await client.request(0, 9, {"acks": 1, "timeout_ms": 1000, "topic_data": data})
+    answer = produced["responses"][0]["partition_responses"][0]
+    assert answer["error_code"] == 0 and answer["log_append_time_ms"] > 1_000_000_000_000
+    fetched = await client.request(
+        1, 12, {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                "topics": [{"topic": "stamped", "partitions": [
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]},
+    )  # fmt: skip
+    records = list(iter_records(fetched["responses"][0]["partitions"][0]["records"]))
+    assert [r.timestamp for r in records] == [answer["log_append_time_ms"]] * 2
+
+
+async def test_a_create_time_too_far_from_the_brokers_clock_is_refused(cluster) -> None:
+    controller = await cluster.wait_for_controller()
+    admin_client = await _connect(cluster, controller)
+    configs = [{"name": "message.timestamp.difference.max.ms", "value": "60000"}]
+    await admin_client.request(
+        19, 7, {"topics": [{"name": "recent", "num_partitions": 1, "replication_factor": 1,
+                            "configs": configs}], "timeout_ms": 30000},
+    )  # fmt: skip
+    metadata = await admin_client.request(3, 12, {"topics": [{"name": "recent"}]})
+    client = await _connect(cluster, metadata["topics"][0]["partitions"][0]["leader_id"])
+    produced = await client.request(
+        0, 9, {"acks": 1, "timeout_ms": 1000,
+               "topic_data": [{"name": "recent", "partition_data": [
+                   {"index": 0, "records": build_batch([(5, None, b"1970")])}]}]},
+    )  # fmt: skip
+    answer = produced["responses"][0]["partition_responses"][0]
+    assert answer["error_code"] == 32  # INVALID_TIMESTAMP
+    assert "message.timestamp.difference.max.ms=60000" in answer["error_message"]
