@@ -15,6 +15,7 @@ import typing
 import uuid
 from collections.abc import Mapping
 
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
 from kcore.protocol.kafka import (
@@ -237,3 +238,18 @@ def _primitive_to_kio(value, kafka_type: str, kio_field: dataclasses.Field):
     if kafka_type == "uuid":
         return None if value == ZERO_UUID else value  # kio's reading of the zero uuid
     return value
+
+
+def every_version_settings(max_examples: int) -> settings:
+    """Hypothesis settings for a test that draws one value per version of an API: few,
+    reproducible examples and no shrinking (a draw spans every version of an API, and
+    shrinking that takes minutes; the assertion names the version and hypothesis prints the
+    values drawn)."""
+    return settings(
+        max_examples=max_examples,
+        derandomize=True,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )

@@ -7,7 +7,7 @@ import struct
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from kcore.protocol.kafka import (
@@ -24,7 +24,13 @@ from kcore.protocol.kafka import (
     message_schema,
 )
 
-from ._kafka_values import EVERY_API_KEY, api_name, frozen_to_plain, message_values
+from ._kafka_values import (
+    EVERY_API_KEY,
+    api_name,
+    every_version_settings,
+    frozen_to_plain,
+    message_values,
+)
 
 API_VERSIONS, METADATA, PRODUCE, FETCH, HEARTBEAT = 18, 3, 0, 1, 12
 
@@ -374,16 +380,7 @@ def test_an_empty_body_encodes_every_default(api_key):
 
 
 @pytest.mark.parametrize("api_key", EVERY_API_KEY, ids=api_name)
-@settings(
-    max_examples=6,
-    derandomize=True,
-    database=None,
-    # No shrinking: a draw spans every version of an API, and shrinking that takes minutes;
-    # the assertion names the version and hypothesis prints the values drawn.
-    phases=[Phase.explicit, Phase.generate],
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@every_version_settings(6)
 @given(data=st.data())
 def test_every_version_round_trips(api_key, data):
     for version in known_versions(api_key):

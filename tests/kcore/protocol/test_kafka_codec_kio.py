@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from kio.schema.request_header.v1.header import RequestHeader as KioRequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as KioRequestHeaderV2
@@ -27,6 +27,7 @@ from kcore.protocol.kafka import (
 from ._kafka_values import (
     EVERY_API_KEY,
     api_name,
+    every_version_settings,
     kio_class_of,
     kio_to_plain,
     message_values,
@@ -88,16 +89,7 @@ def check_response(api_key: int, version: int, value: dict) -> None:
 
 
 @pytest.mark.parametrize("api_key", EVERY_API_KEY, ids=api_name)
-@settings(
-    max_examples=4,
-    derandomize=True,
-    database=None,
-    # No shrinking: a draw spans every version of an API, and shrinking that takes minutes;
-    # the assertion names the version and hypothesis prints the values drawn.
-    phases=[Phase.explicit, Phase.generate],
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@every_version_settings(4)
 @given(data=st.data())
 def test_kio_and_we_agree_on_every_version(api_key, data):
     for version in known_versions(api_key):
