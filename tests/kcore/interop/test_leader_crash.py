@@ -24,9 +24,11 @@ def kafka_cluster(tmp_path_factory, require_external):
         cluster.stop()
 
 
-def _leader(admin, topic: str) -> int:
-    partition = admin.list_topics(topic, timeout=30).topics[topic].partitions[0]
-    return partition.leader
+def _leader(admin, topic: str) -> int | None:
+    """Partition 0's leader as the broker asked sees it; None while that broker's metadata
+    does not show the partition yet (a new topic reaches each broker's cache in turn)."""
+    partition = admin.list_topics(topic, timeout=30).topics[topic].partitions.get(0)
+    return None if partition is None else partition.leader
 
 
 def test_acknowledged_records_survive_a_leader_crash(kafka_cluster, require_client):
@@ -38,7 +40,7 @@ def test_acknowledged_records_survive_a_leader_crash(kafka_cluster, require_clie
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
     new_topic = NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})
     admin.create_topics([new_topic])[TOPIC].result(timeout=60)
-    leader = _leader(admin, TOPIC)
+    leader = wait_for(lambda: _leader(admin, TOPIC), f"a leader of {TOPIC}")
     producer = Producer(
         {
             "bootstrap.servers": kafka_cluster.bootstrap_servers,
