@@ -92,6 +92,11 @@ class FrameDecoder:
     unpacked: if it returns True, that frame and every later one are returned as their raw
     body bytes (`raw` becomes True) instead of being unpacked as msgpack.
 
+    With `claims_word` set, the stream's first four bytes are shown to it before they are
+    read as a length: if it returns True, they are returned as one message (4 raw bytes;
+    `word` and `raw` become True) and every later byte is ignored. That is how ZooKeeper
+    tells a four-letter-word command (`ruok`, `srvr`) from a length-prefixed request.
+
     A header announcing more than `max_frame_bytes` raises `FrameTooLargeError` at once,
     before any of that body is buffered; a body that is not one msgpack object raises
     `FrameDecodeError`. Either error carries `.decoded`, the messages completed before the
@@ -105,8 +110,10 @@ class FrameDecoder:
         "_need",
         "_undecided",
         "claims_raw",
+        "claims_word",
         "max_frame_bytes",
         "raw",
+        "word",
     )
 
     def __init__(
@@ -114,12 +121,15 @@ class FrameDecoder:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         *,
         claims_raw: Callable[[bytes], bool] | None = None,
+        claims_word: Callable[[bytes], bool] | None = None,
     ) -> None:
         if max_frame_bytes < 1:
             raise ValueError(f"max_frame_bytes must be positive, got {max_frame_bytes}")
         self.max_frame_bytes = max_frame_bytes
         self.claims_raw = claims_raw
+        self.claims_word = claims_word
         self.raw = False
+        self.word = False
         self._undecided = True  # no frame seen yet: the first one may switch to raw
         self._buffer = bytearray()
         # Bytes the next step needs buffered: a header, or a header plus its body. Saves
@@ -136,6 +146,8 @@ class FrameDecoder:
         if self._failure is not None:
             self._failure.decoded = []  # type: ignore[attr-defined]
             raise self._failure
+        if self.word:
+            return []  # the command word was all this connection had to say
         buffer = self._buffer
         if buffer:
             buffer += data
@@ -151,6 +163,13 @@ class FrameDecoder:
         limit = self.max_frame_bytes
         try:
             while end_of_data - pos >= HEADER_BYTES:
+                if self._undecided and self.claims_word is not None:
+                    header = bytes(view[pos : pos + HEADER_BYTES])
+                    if self.claims_word(header):
+                        self._undecided = False
+                        self.raw = self.word = True
+                        buffer.clear()
+                        return [header]
                 (size,) = _header.unpack_from(view, pos)
                 if size > limit:
                     raise FrameTooLargeError(size, limit, where="incoming frame")

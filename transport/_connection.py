@@ -102,6 +102,22 @@ class MessageConnection:
         self._decoder.claims_raw = value
 
     @property
+    def claims_word(self) -> Callable[[bytes], bool] | None:
+        """Shown the stream's first four bytes before they are read as a frame length; True
+        makes `receive` return those four bytes as the one message (ZooKeeper's
+        four-letter-word commands). Set it before the first `receive`."""
+        return self._decoder.claims_word
+
+    @claims_word.setter
+    def claims_word(self, value: Callable[[bytes], bool] | None) -> None:
+        self._decoder.claims_word = value
+
+    @property
+    def word(self) -> bool:
+        """True once the stream's first four bytes were claimed by `claims_word`."""
+        return self._decoder.word
+
+    @property
     def raw(self) -> bool:
         """True once the first frame was claimed by `claims_raw`."""
         return self._decoder.raw

@@ -16,6 +16,7 @@ from zkstub._errors import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    NoWatcherError,
     OperationTimeoutError,
     RequestTimeoutError,
     RolledBackError,
@@ -31,6 +32,7 @@ from zkstub._errors import (
 from zkstub._server import ZkServer, open_server
 from zkstub._storage import CorruptDataError
 from zkstub._types import (
+    AddWatchMode,
     CheckOp,
     ClientState,
     CreateOp,
@@ -41,9 +43,11 @@ from zkstub._types import (
     SetDataOp,
     Stat,
     WatchedEvent,
+    WatcherType,
 )
 
 __all__ = [
+    "AddWatchMode",
     "AuthFailedError",
     "BadArgumentsError",
     "BadVersionError",
@@ -62,6 +66,7 @@ __all__ = [
     "NoAuthError",
     "NoChildrenForEphemeralsError",
     "NoNodeError",
+    "NoWatcherError",
     "NodeExistsError",
     "NotEmptyError",
     "Op",
@@ -77,6 +82,7 @@ __all__ = [
     "UnimplementedError",
     "UnknownSessionError",
     "WatchedEvent",
+    "WatcherType",
     "ZkClient",
     "ZkError",
     "ZkServer",

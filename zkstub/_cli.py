@@ -3,7 +3,7 @@
     python -m zkstub serve --port 2181 [--host 127.0.0.1] [--data-dir D] [--tick-time 2.0]
         [--min-session-timeout S] [--max-session-timeout S] [--max-client-cnxns 60]
         [--sessionless-timeout 10] [--jute-maxbuffer 1048575] [--max-outbound-bytes 16777216]
-        [--truncate-corrupt-log]
+        [--4lw-commands-whitelist srvr,ruok] [--truncate-corrupt-log]
     python -m zkstub shell HOST:PORT[/chroot] ls|get|stat|create|set|delete PATH [DATA]
 
 The shell prints as ZooKeeper's zkCli.sh does (`stat` one field per line, `cZxid = 0x...`).
@@ -119,7 +119,7 @@ async def serve(
     truncate_corrupt_log: bool = False, **limits: float | None,
 ) -> None:  # fmt: skip
     """`limits`: open_server's min/max_session_timeout, max_client_cnxns,
-    sessionless_timeout, max_outbound_bytes and jute_maxbuffer."""
+    sessionless_timeout, max_outbound_bytes, jute_maxbuffer and four_letter_words."""
     async with open_server(
         network=transport.TcpNetwork(), address=(host, port), data_dir=data_dir,
         tick_time=tick_time, seed=time.time_ns(),  # distinct session ids per run
@@ -161,6 +161,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     serve_parser.add_argument("--jute-maxbuffer", type=_positive(int), default=0xFFFFF)
     serve_parser.add_argument("--max-outbound-bytes", type=_positive(int), default=16 * 1024 * 1024)
     serve_parser.add_argument(
+        "--4lw-commands-whitelist", dest="four_letter_words", default=None,
+        help="ZooKeeper's 4lw.commands.whitelist: the four-letter words answered on the "
+        "client port, comma-separated, * for all (default srvr)",
+    )  # fmt: skip
+    serve_parser.add_argument(
         "--truncate-corrupt-log", action="store_true",
         help="start even if a transaction log is corrupt, dropping it from the damage on "
         "(acknowledged writes after the damage are lost)",
@@ -183,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for name in (
                     "min_session_timeout", "max_session_timeout", "max_client_cnxns",
                     "sessionless_timeout", "max_outbound_bytes", "jute_maxbuffer",
+                    "four_letter_words",
                 )
             }  # fmt: skip
             trio.run(
@@ -191,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )  # fmt: skip
         except KeyboardInterrupt:
             pass
-        except CorruptDataError as error:
+        except (CorruptDataError, ValueError) as error:
             print(f"zkstub: {error}", file=sys.stderr)
             return 1
         return 0

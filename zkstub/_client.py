@@ -30,12 +30,14 @@ from zkstub._errors import (
     ConnectionLossError,
     NodeExistsError,
     NoNodeError,
+    NoWatcherError,
     SessionExpiredError,
     ZkError,
     error_for_code,
 )
 from zkstub._listeners import StateListeners
 from zkstub._types import (
+    AddWatchMode,
     CheckOp,
     ClientState,
     CreateOp,
@@ -44,6 +46,7 @@ from zkstub._types import (
     SetDataOp,
     Stat,
     WatchedEvent,
+    WatcherType,
 )
 
 logger = logging.getLogger("zkstub.client")
@@ -198,6 +201,10 @@ class ZkClientImpl:
     # exists() on a missing node: which data-table paths wait for a CREATED (setWatches
     # treats those apart from watches on existing nodes)
     _exist_paths: set[str] = attrs.field(factory=set)
+    # add_watch: called on every matching event until removed (ZKWatchManager's
+    # persistentWatches / persistentRecursiveWatches)
+    _persistent_watches: dict[str, list[Watcher]] = attrs.field(factory=dict)
+    _recursive_watches: dict[str, list[Watcher]] = attrs.field(factory=dict)
     _state_changed: trio.Event = attrs.field(factory=trio.Event)  # replaced at each change
     _expired: trio.Event = attrs.field(factory=trio.Event)
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
@@ -301,7 +308,7 @@ class ZkClientImpl:
     async def _handle_expiry(self) -> None:
         logger.info("Session 0x%x expired", self.session_id)
         self._set_state(ClientState.EXPIRED)
-        for watches in (self._data_watches, self._child_watches):
+        for watches in self._watch_tables():
             watches.clear()
         self._exist_paths.clear()
         self.link.drop()
@@ -342,6 +349,17 @@ class ZkClientImpl:
             watchers += self._child_watches.pop(path, [])
         if event.type is not EventType.CHILD:
             self._exist_paths.discard(path)
+        # Persistent watchers stay (addPersistentWatches). A recursive one never gets a
+        # NodeChildrenChanged, even one the server sent for a child watch of this session
+        # on a node below it (3.9's client filters those; 3.8's passes them on).
+        watchers += self._persistent_watches.get(path, [])
+        if event.type is not EventType.CHILD:
+            watched = path
+            while True:
+                watchers += self._recursive_watches.get(watched, [])
+                if watched == "/":
+                    break
+                watched = _paths.parent_of(watched)
         delivered = WatchedEvent(event.type, path)
         seen: list[Watcher] = []
         for watcher in watchers:
@@ -358,20 +376,40 @@ class ZkClientImpl:
         goes out: an event pushed right after the reply then finds it (ZooKeeper's client
         registers on reading the reply, before any later event). A read that fails leaves
         no watch, as on the server."""
-        added = False
-        if watch is not None:
-            registered = table.setdefault(path, [])
-            if watch not in registered:
-                registered.append(watch)
-                added = True
+        added = watch is not None and self._register(table, path, watch)
         try:
             return await self._call(op, [self._full(path), watch is not None])
         except BaseException:
-            if added and watch in table.get(path, ()):
-                table[path].remove(watch)
-                if not table[path]:
-                    del table[path]
+            if added:
+                self._unregister(table, path, watch)
             raise
+
+    @staticmethod
+    def _register(table: dict[str, list[Watcher]], path: str, watch: Watcher) -> bool:
+        """Adds the watcher unless it is there already; says whether it was added."""
+        registered = table.setdefault(path, [])
+        if watch in registered:
+            return False
+        registered.append(watch)
+        return True
+
+    @staticmethod
+    def _unregister(table: dict[str, list[Watcher]], path: str, watch: Watcher | None) -> bool:
+        """Takes the watcher (None: every watcher) off the path; says whether any was."""
+        registered = table.get(path)
+        if not registered or (watch is not None and watch not in registered):
+            return False
+        if watch is None:
+            registered.clear()
+        else:
+            registered.remove(watch)
+        if not registered:
+            del table[path]
+        return True
+
+    def _watch_tables(self) -> list[dict[str, list[Watcher]]]:
+        return [self._data_watches, self._child_watches, self._persistent_watches,
+                self._recursive_watches]  # fmt: skip
 
     # -- requests -------------------------------------------------------------------------
 
@@ -427,12 +465,17 @@ class ZkClientImpl:
             with contextlib.suppress(NodeExistsError):
                 await self._call("create", [self._full(path), None, False, False])
 
-    def watched_paths(self) -> tuple[list[str], list[str], list[str]]:
-        """The server-side paths (chroot joined) of the data, exists and child watches."""
+    def watched_paths(
+        self,
+    ) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
+        """The server-side paths (chroot joined) of the data, exists, child, persistent and
+        persistent recursive watches (ZooKeeper's setWatches2 lists)."""
         full = self._full_unchecked
         data = [full(p) for p in sorted(self._data_watches) if p not in self._exist_paths]
         exist = [full(p) for p in sorted(self._data_watches) if p in self._exist_paths]
-        return data, exist, [full(p) for p in sorted(self._child_watches)]
+        child = [full(p) for p in sorted(self._child_watches)]
+        persistent = [full(p) for p in sorted(self._persistent_watches)]
+        return data, exist, child, persistent, [full(p) for p in sorted(self._recursive_watches)]
 
     def _full_unchecked(self, path: str) -> str:
         return _paths.join_chroot(self.chroot, path)
@@ -460,6 +503,85 @@ class ZkClientImpl:
 
     async def set(self, path: str, data: bytes | None, version: int = -1) -> Stat:
         return proto.stat_from_wire(await self._call("set", [self._full(path), data, version]))
+
+    async def add_watch(self, path: str, watcher: Watcher, *, recursive: bool = False) -> None:
+        """A persistent watch on `path` (which need not exist): `watcher` gets every
+        CREATED, CHANGED and DELETED of the path and its CHILD events; with `recursive`,
+        CREATED, CHANGED and DELETED of the path and of every node under it, and no CHILD.
+        It stays until `remove_watches` or the end of the session, across reconnects
+        (with no catch-up for changes made while disconnected, as in ZooKeeper)."""
+        if recursive:
+            table, mode = self._recursive_watches, AddWatchMode.PERSISTENT_RECURSIVE
+        else:
+            table, mode = self._persistent_watches, AddWatchMode.PERSISTENT
+        full = self._full(path)
+        added = self._register(table, path, watcher)
+        try:
+            await self._call("add_watch", [full, mode.value])
+        except BaseException:
+            if added:
+                self._unregister(table, path, watcher)
+            raise
+
+    async def remove_watches(
+        self, path: str, watcher_type: WatcherType, watcher: Watcher | None = None
+    ) -> None:
+        """Stops watches on `path` of `watcher_type` (CHILDREN, DATA: the one-shot ones;
+        PERSISTENT, PERSISTENT_RECURSIVE: add_watch's; ANY: all of them).
+
+        Without `watcher`, ZooKeeper's removeAllWatches: the server forgets the session's
+        watches of that type on the path, and every such watcher here goes. With one,
+        removeWatches(path, watcher, type): only that watcher goes; the server keeps its
+        watch (other watchers of the session may share it) and is only asked whether it
+        holds one (checkWatches). NoWatcherError if no such watch is held. No
+        *WatchRemoved event is delivered (ZooKeeper's client makes those itself).
+        As on a ZooKeeper 3.8 server, DATA or CHILDREN without `watcher` on a path that
+        also has a persistent watch takes that watch's data or child half there."""
+        kind = WatcherType(watcher_type)
+        full = self._full(path)
+        tables = self._tables_of(kind)
+        held = [t for t in tables if t.get(path) and (watcher is None or watcher in t[path])]
+        if not held:
+            raise NoWatcherError(f"no watch of type {kind.name} on {path}", path=path)
+        op = "remove_watches" if watcher is None else "check_watches"
+        await self._call(op, [full, kind.value])
+        for table in held:
+            self._unregister(table, path, watcher)
+        if path not in self._data_watches:
+            self._exist_paths.discard(path)
+
+    def _tables_of(self, kind: WatcherType) -> list[dict[str, list[Watcher]]]:
+        match kind:
+            case WatcherType.CHILDREN:
+                return [self._child_watches]
+            case WatcherType.DATA:
+                return [self._data_watches]
+            case WatcherType.PERSISTENT:
+                return [self._persistent_watches]
+            case WatcherType.PERSISTENT_RECURSIVE:
+                return [self._recursive_watches]
+        return self._watch_tables()
+
+    async def get_ephemerals(self, prefix: str = "/") -> list[str]:
+        """This session's ephemeral nodes whose paths start with `prefix` (as a string:
+        "/a" also takes "/ab"), sorted; "/" for all of them."""
+        _paths.validate_path(prefix)
+        paths = await self._call("ephemerals", [self._full_unchecked(prefix)])
+        if self.chroot:  # the server matched a string prefix: "/kafka" takes "/kafka2/x"
+            inside = self.chroot + "/"
+            paths = [p for p in paths if p == self.chroot or p.startswith(inside)]
+        return sorted(_paths.strip_chroot(self.chroot, p) for p in paths)
+
+    async def get_all_children_number(self, path: str) -> int:
+        """How many nodes lie under `path`, at any depth (under "/" without a chroot, the
+        three built-in /zookeeper nodes count)."""
+        return await self._call("all_children_number", [self._full(path)])
+
+    async def sync(self, path: str) -> str:
+        """ZooKeeper's sync: the server this client talks to catches up with the leader
+        (zkstub is one server: there is nothing to wait for). Returns the path."""
+        synced = await self._call("sync", [self._full(path)])
+        return _paths.strip_chroot(self.chroot, synced)
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         if recursive:
@@ -528,7 +650,7 @@ async def open_client(
     client = ZkClientImpl(link, session_timeout, chroot, rng or random.Random(0))
     limit = session_timeout if connect_timeout is None else connect_timeout
     async with actors.open_background_nursery() as nursery:
-        if isinstance(link, RpcLink):
+        if getattr(link, "nursery", False) is None:  # a network link, given its tasks' home
             link.nursery = nursery
         with trio.move_on_after(limit) as waiting:
             await nursery.start(client.run)
@@ -569,8 +691,10 @@ async def connect(
     rng: random.Random | None = None,
     connect_timeout: float | None = None,
 ) -> AsyncIterator[Any]:
-    """A client for `host:port[,...][/chroot]` (a zkstub server over `transport`) or
-    `zookeeper://host:port[,...][/chroot]` (a real ZooKeeper through kazoo)."""
+    """A client for `host:port[,...][/chroot]` (a zkstub server, in zkstub's msgpack
+    protocol over `transport`), `jute://host:port[,...][/chroot]` (any ZooKeeper server, a
+    real one or zkstub, in ZooKeeper's own protocol over `network`), or
+    `zookeeper://host:port[,...][/chroot]` (any ZooKeeper server, through kazoo's threads)."""
     _check_seconds("session_timeout", session_timeout)
     if connect_timeout is not None:
         _check_seconds("connect_timeout", connect_timeout)
@@ -584,8 +708,14 @@ async def connect(
         ) as client:
             yield client
         return
-    hosts, chroot = _paths.split_connect_string(connect_string)
-    link = RpcLink(network or transport.TcpNetwork(), hosts, nursery=None)  # type: ignore[arg-type]
+    if connect_string.startswith("jute://"):
+        from zkstub._jute_link import JuteLink
+
+        hosts, chroot = _paths.split_connect_string(connect_string.removeprefix("jute://"))
+        link: Any = JuteLink(network or transport.TcpNetwork(), hosts)
+    else:
+        hosts, chroot = _paths.split_connect_string(connect_string)
+        link = RpcLink(network or transport.TcpNetwork(), hosts, nursery=None)  # type: ignore[arg-type]
     async with open_client(
         link,
         session_timeout=session_timeout,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol, Self, runtime_checkable
 
-from zkstub._types import ClientState, MultiOp, Stat, WatchedEvent
+from zkstub._types import ClientState, MultiOp, Stat, WatchedEvent, WatcherType
 
 Watcher = Callable[[WatchedEvent], None]
 StateListener = Callable[[ClientState], None]
@@ -41,6 +41,27 @@ class ZkClient(Protocol):
     async def multi(self, ops: Iterable[MultiOp]) -> list[Any]: ...
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None: ...
+
+    # ZooKeeper 3.6+'s calls (the kazoo adapter raises UnimplementedError for all but sync:
+    # kazoo 2.11 has none of them).
+
+    async def add_watch(self, path: str, watcher: Watcher, *, recursive: bool = False) -> None:
+        """A persistent watch (recursive: on the path and every node under it), kept until
+        removed or the session ends; see `ZkClientImpl.add_watch`."""
+        ...
+
+    async def remove_watches(
+        self, path: str, watcher_type: WatcherType, watcher: Watcher | None = None
+    ) -> None:
+        """Stops watches on the path (ZooKeeper's removeAllWatches, or removeWatches of one
+        watcher); NoWatcherError if none is held."""
+        ...
+
+    async def get_ephemerals(self, prefix: str = "/") -> list[str]: ...
+
+    async def get_all_children_number(self, path: str) -> int: ...
+
+    async def sync(self, path: str) -> str: ...
 
     def add_listener(self, listener: StateListener) -> None: ...
 

@@ -75,6 +75,10 @@ class GuardedConnection:
         self.aborted = False
         self.last_received = trio.current_time()
         self.server_connection: transport.ServerConnection | None = None
+        self._put_back: deque[object] = deque()
+        self.received = 0  # messages, and frames sent, for the four-letter words' reports
+        self.sent = 0
+        self.session_id: int | None = None  # of a jute connection (see `_jute_server`)
 
     # What RpcServer and its ServerConnection read of a MessageConnection.
     @property
@@ -93,9 +97,42 @@ class GuardedConnection:
     def max_frame_bytes(self, value: int) -> None:
         self._connection.max_frame_bytes = value
 
+    @property
+    def claims_raw(self) -> Callable[[bytes], bool] | None:
+        return self._connection.claims_raw
+
+    @claims_raw.setter
+    def claims_raw(self, value: Callable[[bytes], bool] | None) -> None:
+        self._connection.claims_raw = value
+
+    @property
+    def claims_word(self) -> Callable[[bytes], bool] | None:
+        return self._connection.claims_word
+
+    @claims_word.setter
+    def claims_word(self, value: Callable[[bytes], bool] | None) -> None:
+        self._connection.claims_word = value
+
+    @property
+    def raw(self) -> bool:
+        return self._connection.raw
+
+    @property
+    def word(self) -> bool:
+        return self._connection.word
+
+    def put_back(self, message: object) -> None:
+        """Makes `message` the next one `receive` returns: the server reads a connection's
+        first message to learn its protocol, then hands the connection, message and all,
+        to that protocol's server."""
+        self._put_back.append(message)
+
     async def receive(self) -> object:
+        if self._put_back:
+            return self._put_back.popleft()
         message = await self._connection.receive()
         self.last_received = trio.current_time()
+        self.received += 1
         return message
 
     async def send_frames(self, frames: Iterable[bytes]) -> None:
@@ -105,6 +142,7 @@ class GuardedConnection:
         for frame in frames:
             self._queue.append(frame)
             self.queued_bytes += len(frame)
+            self.sent += 1
         if self.queued_bytes > self._limit:
             self.abort(
                 f"{self.queued_bytes} bytes queued for it and not taken, more than "
@@ -112,6 +150,11 @@ class GuardedConnection:
             )
         elif self._lot:
             self._lot.unpark()
+
+    async def drain(self) -> None:
+        """Returns once everything queued so far was handed to the socket."""
+        while self._queue or self.queued_bytes:
+            await self._drained.park()
 
     async def run_sender(self) -> None:
         """Sends what is queued, in order; aborts the connection when the peer is gone."""
@@ -144,8 +187,7 @@ class GuardedConnection:
         closes."""
         if not self.aborted:
             with trio.move_on_after(self._linger):
-                while self._queue or self.queued_bytes:
-                    await self._drained.park()
+                await self.drain()
         await self._connection.aclose()
 
 
@@ -164,6 +206,7 @@ class ConnectionGuard:
     linger: float = 1.0
     has_session: Callable[[GuardedConnection], bool] = lambda _: False
     _counts: AddressCounts = attrs.field(init=False)
+    live: set[GuardedConnection] = attrs.field(init=False, factory=set)  # for `cons`, `stat`
 
     def __attrs_post_init__(self) -> None:
         self._counts = AddressCounts(self.max_client_cnxns)
@@ -184,11 +227,15 @@ class ConnectionGuard:
                     connection, max_outbound_bytes=self.max_outbound_bytes, scope=scope,
                     linger=self.linger,
                 )  # fmt: skip
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(guarded.run_sender)
-                    nursery.start_soon(self._watch_sessionless, guarded)
-                    await self.serve(guarded)
-                    nursery.cancel_scope.cancel()
+                self.live.add(guarded)
+                try:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(guarded.run_sender)
+                        nursery.start_soon(self._watch_sessionless, guarded)
+                        await self.serve(guarded)
+                        nursery.cancel_scope.cancel()
+                finally:
+                    self.live.discard(guarded)
         finally:
             self._counts.release(host)
 

@@ -105,6 +105,12 @@ class SessionMovedError(ZkError):
     code = -118
 
 
+class NoWatcherError(ZkError):
+    """remove_watches / check_watches: the session holds no such watch on the path."""
+
+    code = -121
+
+
 class RequestTimeoutError(ZkError):
     code = -122
 
@@ -138,6 +144,7 @@ _BY_CODE: dict[int, type[ZkError]] = {
         InvalidACLError,
         AuthFailedError,
         SessionMovedError,
+        NoWatcherError,
         RequestTimeoutError,
         ClosedError,
     )

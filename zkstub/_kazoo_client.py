@@ -29,6 +29,7 @@ from zkstub._errors import (
     ClosedError,
     ConnectionLossError,
     SessionExpiredError,
+    UnimplementedError,
     ZkError,
     error_for_code,
 )
@@ -44,6 +45,7 @@ from zkstub._types import (
     SetDataOp,
     Stat,
     WatchedEvent,
+    WatcherType,
 )
 
 logger = logging.getLogger("zkstub._kazoo_client")
@@ -282,6 +284,27 @@ class KazooZkClient:
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         await self._call(self._kazoo.delete, path, version, recursive)
+
+    async def sync(self, path: str) -> str:
+        validate_path(path)  # kazoo sends any string
+        return await self._call(self._kazoo.sync, path)
+
+    # ZooKeeper 3.6+'s addWatch, removeWatches, getEphemerals and getAllChildrenNumber:
+    # kazoo 2.11 has no request for any of them.
+
+    async def add_watch(self, path: str, watcher: Watcher, *, recursive: bool = False) -> None:
+        raise UnimplementedError("add_watch: kazoo 2.11 has no addWatch (persistent watches)")
+
+    async def remove_watches(
+        self, path: str, watcher_type: WatcherType, watcher: Watcher | None = None
+    ) -> None:
+        raise UnimplementedError("remove_watches: kazoo 2.11 has no removeWatches")
+
+    async def get_ephemerals(self, prefix: str = "/") -> list[str]:
+        raise UnimplementedError("get_ephemerals: kazoo 2.11 has no getEphemerals")
+
+    async def get_all_children_number(self, path: str) -> int:
+        raise UnimplementedError("get_all_children_number: kazoo 2.11 has no getAllChildrenNumber")
 
     async def multi(self, ops: Iterable[MultiOp]) -> list[Any]:
         transaction = self._kazoo.transaction()

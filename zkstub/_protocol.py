@@ -10,7 +10,17 @@ import attrs
 
 from zkstub._errors import BadArgumentsError, ZkError, error_for_code
 from zkstub._paths import validate_path
-from zkstub._types import CheckOp, CreateOp, DeleteOp, EventType, SetDataOp, Stat, WatchedEvent
+from zkstub._types import (
+    AddWatchMode,
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    EventType,
+    SetDataOp,
+    Stat,
+    WatchedEvent,
+    WatcherType,
+)
 
 CONNECT = 1  # [requested_timeout, session_id, password] -> [session_id, password, timeout]
 REQUEST = 2  # [op_name, args]
@@ -106,27 +116,39 @@ def op_from_wire(value: Any) -> Any:
     raise BadArgumentsError(f"unknown op {_brief(name)}")
 
 
+# A reconnect's watches: (relative_zxid, data, exist, child, persistent, persistent
+# recursive paths), the arguments of `DataTree.set_watches` after the session id.
+Watches = tuple[int, list[str], list[str], list[str], list[str], list[str]]
+
+
 @attrs.frozen
 class Connect:
-    """A decoded connect request. `watches` (a reconnect's setWatches) is
-    (relative_zxid, data paths, exist paths, child paths) or None. The timeout is checked
-    where it is negotiated (`SessionTable.negotiate`)."""
+    """A decoded connect request. `watches` (a reconnect's setWatches) is `Watches` or
+    None. The timeout is checked where it is negotiated (`SessionTable.negotiate`)."""
 
     timeout: object
     session_id: int
     password: bytes
-    watches: tuple[int, list[str], list[str], list[str]] | None
+    watches: Watches | None
 
 
 MAX_SESSION_ID = 2**64 - 1
 READS = ("get", "exists", "children")
 WRITES = ("create", "delete", "set", "check")
+# Requests that neither write nor take a watch flag, and their arguments:
+# add_watch [path, AddWatchMode], remove_watches / check_watches [path, WatcherType],
+# ephemerals [prefix] (a plain string prefix, as ZooKeeper's getEphemerals),
+# all_children_number [path], sync [path].
+SESSION_OPS = ("add_watch", "remove_watches", "check_watches", "ephemerals",
+               "all_children_number", "sync")  # fmt: skip
 
 
 def connect_from_wire(body: Any) -> Connect:
     """[requested_timeout, session_id, password] or, reconnecting, with
-    [relative_zxid, data paths, exist paths, child paths] after them. Every field is checked
-    for its type and range: BadArgumentsError names the first bad one."""
+    [relative_zxid, data paths, exist paths, child paths] after them, optionally followed by
+    persistent and persistent recursive paths (ZooKeeper's setWatches2; a client that has
+    none may leave them out). Every field is checked for its type and range:
+    BadArgumentsError names the first bad one."""
     if not (isinstance(body, list) and len(body) in (3, 4)):
         raise BadArgumentsError(f"a connect request is 3 or 4 fields, got {_brief(body)}")
     timeout, session_id, password = body[:3]
@@ -140,9 +162,12 @@ def connect_from_wire(body: Any) -> Connect:
     return Connect(timeout, session_id, password, watches)
 
 
-def _watches_from_wire(value: Any) -> tuple[int, list[str], list[str], list[str]]:
-    if not (isinstance(value, list) and len(value) == 4):
-        raise BadArgumentsError(f"watches must be [zxid, data, exist, child], got {_brief(value)}")
+def _watches_from_wire(value: Any) -> Watches:
+    if not (isinstance(value, list) and len(value) in (4, 6)):
+        raise BadArgumentsError(
+            "watches must be [zxid, data, exist, child] or [zxid, data, exist, child, "
+            f"persistent, persistent_recursive], got {_brief(value)}"
+        )
     relative_zxid, *lists = value
     if not _is_int(relative_zxid):
         raise BadArgumentsError(f"watches' zxid must be an int, got {_brief(relative_zxid)}")
@@ -151,8 +176,8 @@ def _watches_from_wire(value: Any) -> tuple[int, list[str], list[str], list[str]
             raise BadArgumentsError(f"watched paths must be a list, got {_brief(paths)}")
         for path in paths:
             validate_path(path)
-    data, exist, child = lists
-    return relative_zxid, data, exist, child
+    data, exist, child, persistent, recursive = [*lists, [], []][:5]
+    return relative_zxid, data, exist, child, persistent, recursive
 
 
 def request_from_wire(op: Any, args: Any) -> Any:
@@ -172,7 +197,37 @@ def request_from_wire(op: Any, args: Any) -> Any:
         return op_from_wire([op, *args])
     if op == "multi":
         return [op_from_wire(o) for o in args]
+    if op in SESSION_OPS:
+        return _session_op_from_wire(op, args)
     raise BadArgumentsError(f"unknown request {_brief(op)}")
+
+
+def _session_op_from_wire(op: str, args: list[Any]) -> Any:
+    """The path (or prefix) alone, or (path, mode or watcher type) for the watch ops."""
+    if op in ("add_watch", "remove_watches", "check_watches"):
+        if len(args) != 2:
+            raise BadArgumentsError(f"{op} takes [path, {_SECOND[op][0]}], got {_brief(args)}")
+        path, number = args
+        validate_path(path)
+        what, values = _SECOND[op]
+        if not _is_int(number) or number not in values:
+            raise BadArgumentsError(f"{op}: unknown {what} {_brief(number)}")
+        return path, number
+    if len(args) != 1:
+        raise BadArgumentsError(f"{op} takes one argument, got {_brief(args)}")
+    (path,) = args
+    if op == "ephemerals":
+        # ZooKeeper matches the prefix as a string and never validates it as a path.
+        return _expect(path, (str,), "prefix")
+    return validate_path(path)
+
+
+_WATCHER_TYPES = ("watcher type", {t.value for t in WatcherType})
+_SECOND = {
+    "add_watch": ("mode", {m.value for m in AddWatchMode}),
+    "remove_watches": _WATCHER_TYPES,
+    "check_watches": _WATCHER_TYPES,
+}
 
 
 JUTE_MAXBUFFER = 0xFFFFF  # ZooKeeper's default jute.maxbuffer: 1 MiB - 1

@@ -10,7 +10,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import attrs
@@ -18,6 +18,8 @@ import trio
 
 import actors
 import transport
+from zkstub import _four_letter_words as fourlw
+from zkstub import _jute as jute
 from zkstub import _protocol as proto
 from zkstub._connections import (
     DEFAULT_MAX_CLIENT_CNXNS,
@@ -27,6 +29,7 @@ from zkstub._connections import (
     GuardedConnection,
 )
 from zkstub._errors import BadArgumentsError, MarshallingError, SessionExpiredError, ZkError
+from zkstub._jute_server import JuteConnection, claims_connect
 from zkstub._sessions import Session, SessionTable
 from zkstub._snapshot import CLOSE, MULTI, SESSION, WRITE, replay, restore_snapshot, take_snapshot
 from zkstub._storage import Storage
@@ -61,6 +64,10 @@ class ZkServer:
     connection_guard: ConnectionGuard | None = None  # with a network: the limits per client
     # ZooKeeper's jute.maxbuffer: the largest request, and the largest get_children reply.
     jute_maxbuffer: int = proto.JUTE_MAXBUFFER
+    # 4lw.commands.whitelist: the four-letter words this server answers.
+    four_letter_words: frozenset[str] = fourlw.DEFAULT_WHITELIST
+    config_facts: dict[str, str] = attrs.field(factory=dict)  # what `conf` shows
+    _rpc: transport.RpcServer | None = None
 
     # -- durability -----------------------------------------------------------------------
 
@@ -235,11 +242,40 @@ class ZkServer:
                 results, deliveries = tree.multi(session_id, parsed, now_ms)
                 self._dispatch(deliveries)
                 return [proto.multi_result_to_wire(r) for r in results]
+            case _ if op in proto.SESSION_OPS:
+                return self._session_op(session_id, op, parsed)
         now_ms = tree.clock()
         self._journal(WRITE, session_id, now_ms, [op, *args])
         result, deliveries = tree.apply(session_id, parsed, now_ms)
         self._dispatch(deliveries)
         return proto.stat_to_wire(result) if op == "set" else result
+
+    def _session_op(self, session_id: int, op: str, parsed: Any) -> Any:
+        """The requests that read or change only the session's own view (watches,
+        ephemerals) or nothing: no zxid, nothing journaled (ZooKeeper does not log watches
+        either)."""
+        tree = self.tree
+        match op:
+            case "add_watch":
+                tree.add_watch(session_id, *parsed)
+            case "remove_watches":
+                tree.remove_watches(session_id, *parsed)
+            case "check_watches":
+                tree.check_watches(session_id, *parsed)
+            case "ephemerals":
+                paths = tree.get_ephemerals(session_id, parsed)
+                size = proto.children_size(paths)
+                if size > self.jute_maxbuffer:  # as for get_children (see `_children`)
+                    raise MarshallingError(
+                        f"the ephemerals of session 0x{session_id:x} under {parsed!r} take "
+                        f"{size} bytes, more than jute.maxbuffer ({self.jute_maxbuffer})"
+                    )
+                return paths
+            case "all_children_number":
+                return tree.all_children_number(parsed)
+            case "sync":
+                return tree.sync(parsed)
+        return None
 
     def _children(self, path: str, watcher: int | None) -> list[str]:
         """ZooKeeper's server sends a reply of any size, and its client, refusing one
@@ -277,6 +313,11 @@ class ZkServer:
     # -- the wire protocol ----------------------------------------------------------------
 
     def rpc_server(self) -> transport.RpcServer:
+        if self._rpc is None:
+            self._rpc = self._new_rpc_server()
+        return self._rpc
+
+    def _new_rpc_server(self) -> transport.RpcServer:
         return transport.RpcServer(
             {
                 proto.CONNECT: self._rpc_connect,
@@ -298,8 +339,80 @@ class ZkServer:
 
     @staticmethod
     def _has_session(guarded: GuardedConnection) -> bool:
+        if guarded.session_id is not None:  # a jute connection's
+            return True
         connection = guarded.server_connection
         return connection is not None and "session_id" in connection.context
+
+    async def serve_connection(self, guarded: GuardedConnection) -> None:
+        """One client connection, in whichever protocol its first bytes speak: ZooKeeper's
+        four-letter words, ZooKeeper's jute, or zkstub's msgpack RPC (see `_jute_server`)."""
+        guarded.claims_word = jute.is_four_letter_word
+        guarded.claims_raw = claims_connect
+        try:
+            first = await guarded.receive()
+        except transport.TransportError as error:
+            logger.debug("connection from %s ended before a request: %s", guarded.peer_name, error)
+            return
+        if guarded.word:
+            assert isinstance(first, bytes)
+            await self._answer_four_letter_word(guarded, first.decode("ascii"))
+        elif guarded.raw:
+            assert isinstance(first, bytes)
+            await JuteConnection(self, guarded).serve(first)
+        else:
+            guarded.put_back(first)
+            await self.rpc_server().handle_connection(guarded)  # type: ignore[arg-type]
+
+    async def _answer_four_letter_word(self, guarded: GuardedConnection, command: str) -> None:
+        text = fourlw.answer(command, self.four_letter_words, self._facts())
+        logger.info("Processing %s command from %s", command, guarded.peer_name)
+        await guarded.send_frames([text.encode()])  # raw text, no length: then closed
+        await guarded.drain()
+
+    def set_watches(self, session_id: int, request: Any) -> None:
+        """A reconnecting jute client's setWatches: as for a msgpack reconnect (see
+        `_rpc_connect`), the client's list is the truth and held events are dropped."""
+        self._watchless.discard(session_id)
+        self._held.pop(session_id, None)
+        watches = (request.relative_zxid, request.data, request.exist, request.child,
+                   request.persistent, request.persistent_recursive)  # fmt: skip
+        self._dispatch(self.tree.set_watches(session_id, *watches))
+
+    def _facts(self) -> fourlw.ServerFacts:
+        tree = self.tree
+        watches: dict[int, list[str]] = {}
+        for table in (tree.data_watches, tree.child_watches):
+            for path, watchers in table.items():
+                for sid in watchers:
+                    watches.setdefault(sid, []).append(path)
+        guard = self.connection_guard
+        connections = [] if guard is None else [
+            fourlw.ConnectionFacts(
+                f"{c.peer_address[0]}:{c.peer_address[1]}", self._session_of_connection(c),
+                c.received, c.sent,
+            )
+            for c in sorted(guard.live, key=lambda c: c.peer_name)
+        ]  # fmt: skip
+        return fourlw.ServerFacts(
+            zxid=tree.zxid,
+            node_count=len(tree.nodes),
+            data_bytes=sum(len(p) + len(n.data or b"") for p, n in tree.nodes.items()),
+            ephemerals={sid: sorted(paths) for sid, paths in tree.ephemerals.items()},
+            sessions={sid: s.timeout for sid, s in self.sessions.sessions.items()},
+            watches=watches,
+            connections=connections,
+            received=sum(c.received for c in connections),
+            sent=sum(c.sent for c in connections),
+            config=self.config_facts,
+        )
+
+    @staticmethod
+    def _session_of_connection(guarded: GuardedConnection) -> int | None:
+        if guarded.session_id is not None:
+            return guarded.session_id
+        connection = guarded.server_connection
+        return None if connection is None else connection.context.get("session_id")
 
     async def _rpc_connect(self, request: transport.Request) -> Any:
         try:
@@ -412,6 +525,7 @@ async def open_server(
     jute_maxbuffer: int = proto.JUTE_MAXBUFFER,
     snap_retain_count: int = 3,
     truncate_corrupt_log: bool = False,
+    four_letter_words: str | Iterable[str] | None = None,
 ) -> AsyncIterator[ZkServer]:
     """A zkstub server. With `network`, it listens on `address` (default 127.0.0.1, a free
     port); without, it serves only `connect_local` clients. Negotiated session timeouts are
@@ -427,15 +541,29 @@ async def open_server(
     larger than `jute_maxbuffer` (ZooKeeper's jute.maxbuffer, 1 MiB) is refused, and so is
     a get_children whose reply would be (MarshallingError). The newest `snap_retain_count`
     snapshots are kept with their logs; a damaged log is refused (`CorruptDataError`)
-    unless `truncate_corrupt_log` (see `_storage`)."""
+    unless `truncate_corrupt_log` (see `_storage`).
+
+    The port speaks zkstub's msgpack RPC and ZooKeeper's own protocol (jute), told apart by
+    a connection's first frame, and answers ZooKeeper's four-letter words listed in
+    `four_letter_words` (ZooKeeper's 4lw.commands.whitelist: comma-separated, `*` for all;
+    default `srvr`)."""
+    whitelist = fourlw.parse_whitelist(four_letter_words)
     tree = DataTree(clock=lambda: int(clock() * 1000))
     sessions = SessionTable(
         tick_time, random.Random(seed),
         min_session_timeout=min_session_timeout, max_session_timeout=max_session_timeout,
     )  # fmt: skip
     server = ZkServer(
-        tree, sessions, tick_time, snapshot_every=snapshot_every, jute_maxbuffer=jute_maxbuffer
-    )
+        tree, sessions, tick_time, snapshot_every=snapshot_every, jute_maxbuffer=jute_maxbuffer,
+        four_letter_words=whitelist,
+        config_facts={
+            "dataDir": str(data_dir), "tickTime": str(round(tick_time * 1000)),
+            "minSessionTimeout": str(round(sessions.min_timeout * 1000)),
+            "maxSessionTimeout": str(round(sessions.max_timeout * 1000)),
+            "maxClientCnxns": str(max_client_cnxns), "serverId": "0",
+            "4lw.commands.whitelist": ",".join(sorted(whitelist)),
+        },
+    )  # fmt: skip
     if data_dir is not None:
         server.storage = _recover(server, data_dir, truncate_corrupt_log=truncate_corrupt_log,
                                   snap_retain_count=snap_retain_count)  # fmt: skip
@@ -443,7 +571,7 @@ async def open_server(
         await nursery.start(server.run_expiry)
         if network is not None:
             guard = ConnectionGuard(
-                server.rpc_server().handle_connection,  # type: ignore[arg-type]
+                server.serve_connection,
                 max_client_cnxns=max_client_cnxns,
                 sessionless_timeout=sessionless_timeout,
                 max_outbound_bytes=max_outbound_bytes,

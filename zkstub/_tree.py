@@ -6,11 +6,23 @@ kept per session on the server side, as ZooKeeper keeps them per connection: `ex
 missing node leaves a data watch (so its creation is seen), a failed `get` or
 `get_children` leaves none. Each write returns the (session id, WatchedEvent) pairs to
 deliver, in the order ZooKeeper fires them.
+
+Watches (ZooKeeper's server/watch/WatchManager, as of 3.8): a data table (get, exists) and a
+child table (get_children), each mapping a path to the sessions watching it and each watch's
+mode (WatcherMode). `add_watch` puts a PERSISTENT or PERSISTENT_RECURSIVE watch in both
+tables. One trigger fires each session at most once, whatever number of its watches match
+(triggerWatch collects the watchers in a set): a standard or persistent watch on the path
+itself, a recursive one on the path or any ancestor (never for NodeChildrenChanged).
+Standard watches go when they fire; persistent ones stay until removed or the session ends.
+As in 3.8 (WatcherModeManager), a session has one mode per path and table, the last set:
+a get or exists with a watch on a path it watches persistently turns that data watch into a
+one-shot one (ZOOKEEPER-4466, fixed in 3.9).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import enum
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -22,12 +34,23 @@ from zkstub._errors import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    NoWatcherError,
     RolledBackError,
     RuntimeInconsistencyError,
     ZkError,
 )
 from zkstub._paths import RESERVED, name_of, parent_of, validate_path
-from zkstub._types import CheckOp, CreateOp, DeleteOp, EventType, SetDataOp, Stat, WatchedEvent
+from zkstub._types import (
+    AddWatchMode,
+    CheckOp,
+    CreateOp,
+    DeleteOp,
+    EventType,
+    SetDataOp,
+    Stat,
+    WatchedEvent,
+    WatcherType,
+)
 
 # ZooKeeper refuses to delete these (DataTree.isSpecialPath); creating under /zookeeper
 # is allowed.
@@ -35,6 +58,37 @@ SPECIAL_PATHS = frozenset(["/", RESERVED, RESERVED + "/quota", RESERVED + "/conf
 MAX_DATA_BYTES = 1024 * 1024  # ZooKeeper's jute.maxbuffer (1 MiB) bounds a znode's data
 
 Delivery = tuple[int, WatchedEvent]
+
+
+class WatcherMode(enum.Enum):
+    """How a watch in a table fires (ZooKeeper's server/watch/WatcherMode)."""
+
+    STANDARD = "standard"  # on its own path, once
+    PERSISTENT = "persistent"  # on its own path, until removed
+    PERSISTENT_RECURSIVE = "persistent_recursive"  # on its path and below, until removed
+
+
+# path -> {session id: the mode of that session's watch on the path}
+WatchTable = dict[str, dict[int, WatcherMode]]
+
+_ADDED_MODES = {
+    AddWatchMode.PERSISTENT: WatcherMode.PERSISTENT,
+    AddWatchMode.PERSISTENT_RECURSIVE: WatcherMode.PERSISTENT_RECURSIVE,
+}
+# remove_watches / check_watches of a WatcherType: which tables, and which modes in them
+# (None: any). DataTree.removeWatch in 3.8 removes a table's entry whatever its mode, so
+# DATA also takes the data half of a persistent watch; PERSISTENT and PERSISTENT_RECURSIVE
+# are 3.9's and take that mode from both tables.
+_PERSISTENT = frozenset([WatcherMode.PERSISTENT])
+_RECURSIVE = frozenset([WatcherMode.PERSISTENT_RECURSIVE])
+
+
+def _ancestors_first_self(path: str) -> Iterator[str]:
+    """The path, then each parent up to "/" (ZooKeeper's PathParentIterator.forAll)."""
+    yield path
+    while path != "/":
+        path = parent_of(path)
+        yield path
 
 
 @attrs.define
@@ -90,8 +144,11 @@ class DataTree:
     zxid: int = 0
     nodes: dict[str, Node] = attrs.field(factory=dict)
     ephemerals: dict[int, set[str]] = attrs.field(factory=dict)
-    data_watches: dict[str, set[int]] = attrs.field(factory=dict)
-    child_watches: dict[str, set[int]] = attrs.field(factory=dict)
+    data_watches: WatchTable = attrs.field(factory=dict)
+    child_watches: WatchTable = attrs.field(factory=dict)
+    # PERSISTENT_RECURSIVE entries in both tables: while 0, a trigger looks at its own path
+    # only (ZooKeeper's WatcherModeManager.recursiveQty)
+    recursive_watches: int = 0
 
     def __attrs_post_init__(self) -> None:
         if not self.nodes:
@@ -116,21 +173,127 @@ class DataTree:
     def get(self, path: str, watcher: int | None = None) -> tuple[bytes | None, Stat]:
         node = self._node(path)
         if watcher is not None:
-            self.data_watches.setdefault(path, set()).add(watcher)
+            self._watch(self.data_watches, path, watcher)
         return node.data, node.stat()
 
     def exists(self, path: str, watcher: int | None = None) -> Stat | None:
         validate_path(path)
         if watcher is not None:
-            self.data_watches.setdefault(path, set()).add(watcher)
+            self._watch(self.data_watches, path, watcher)
         node = self.nodes.get(path)
         return None if node is None else node.stat()
 
     def get_children(self, path: str, watcher: int | None = None) -> list[str]:
         node = self._node(path)
         if watcher is not None:
-            self.child_watches.setdefault(path, set()).add(watcher)
+            self._watch(self.child_watches, path, watcher)
         return sorted(node.children)
+
+    def get_ephemerals(self, session_id: int, prefix_path: str = "/") -> list[str]:
+        """The session's ephemeral nodes whose paths start with `prefix_path` (a plain
+        string prefix, as FinalRequestProcessor's getEphemerals: "/a" takes "/ab" too;
+        blank or "/" takes all). Sorted: ZooKeeper answers in its HashSet's order."""
+        paths = self.ephemerals.get(session_id, ())
+        if prefix_path.strip() in ("", "/"):
+            return sorted(paths)
+        return sorted(p for p in paths if p.startswith(prefix_path))
+
+    def all_children_number(self, path: str) -> int:
+        """How many nodes lie under `path`, at any depth (ZooKeeper's
+        getAllChildrenNumber). Under "/" the built-in /zookeeper, /zookeeper/quota and
+        /zookeeper/config count, as there (DataTree: nodes.size() - 2, the root's two keys)."""
+        node = self._node(path)
+        if path == "/":
+            return len(self.nodes) - 1
+        count, below = 0, [(path, node)]
+        while below:
+            parent_path, parent = below.pop()
+            for name in parent.children:
+                child_path = f"{parent_path}/{name}"
+                count += 1
+                below.append((child_path, self.nodes[child_path]))
+        return count
+
+    def sync(self, path: str) -> str:
+        """ZooKeeper's sync on one server: nothing to wait for; answered with the path."""
+        return validate_path(path)
+
+    # -- watches --------------------------------------------------------------------------
+
+    def _watch(
+        self,
+        table: WatchTable,
+        path: str,
+        session_id: int,
+        mode: WatcherMode = WatcherMode.STANDARD,
+    ) -> None:
+        watchers = table.setdefault(path, {})
+        old = watchers.get(session_id)
+        watchers[session_id] = mode  # the last mode set wins (3.8's WatcherModeManager)
+        recursive = WatcherMode.PERSISTENT_RECURSIVE
+        self.recursive_watches += (mode is recursive) - (old is recursive)
+
+    def _unwatch(self, table: WatchTable, path: str, session_id: int) -> None:
+        watchers = table[path]
+        mode = watchers.pop(session_id)
+        if not watchers:
+            del table[path]
+        self.recursive_watches -= mode is WatcherMode.PERSISTENT_RECURSIVE
+
+    def add_watch(self, session_id: int, path: str, mode: AddWatchMode | int) -> None:
+        """ZooKeeper's addWatch: a persistent (or persistent recursive) watch on `path`,
+        which need not exist. DataTree.addWatch puts it in both tables: the data table's
+        fires on NodeCreated / NodeDataChanged / NodeDeleted, the child table's on
+        NodeChildrenChanged of the path (a recursive one never on that)."""
+        validate_path(path)
+        watcher_mode = _ADDED_MODES[_enum_value(AddWatchMode, mode, "add watch mode")]
+        self._watch(self.data_watches, path, session_id, watcher_mode)
+        self._watch(self.child_watches, path, session_id, watcher_mode)
+
+    def _selected(
+        self, session_id: int, path: str, watcher_type: WatcherType | int
+    ) -> list[WatchTable]:
+        """The tables where the session holds a watch of `watcher_type` on `path`."""
+        validate_path(path)
+        kind = _enum_value(WatcherType, watcher_type, "watcher type")
+        data, child = self.data_watches, self.child_watches
+        modes: frozenset[WatcherMode] | None = None
+        match kind:
+            case WatcherType.CHILDREN:
+                tables = [child]
+            case WatcherType.DATA:
+                tables = [data]
+            case WatcherType.ANY:
+                tables = [child, data]
+            case WatcherType.PERSISTENT:
+                tables, modes = [child, data], _PERSISTENT
+            case _:
+                tables, modes = [child, data], _RECURSIVE
+        return [
+            table
+            for table in tables
+            if (mode := table.get(path, {}).get(session_id)) is not None
+            and (modes is None or mode in modes)
+        ]
+
+    def remove_watches(self, session_id: int, path: str, watcher_type: WatcherType | int) -> None:
+        """ZooKeeper's removeWatches: the session's watches of that type on the path go (no
+        event: ZooKeeper's client makes the *WatchRemoved events itself);
+        NoWatcherError if it has none."""
+        tables = self._selected(session_id, path, watcher_type)
+        if not tables:
+            raise NoWatcherError(f"no watch of type {WatcherType(watcher_type).name} on {path}",
+                                 path=path)  # fmt: skip
+        for table in tables:
+            self._unwatch(table, path, session_id)
+
+    def check_watches(self, session_id: int, path: str, watcher_type: WatcherType | int) -> None:
+        """ZooKeeper's checkWatches: NoWatcherError unless the session holds such a watch.
+        (3.8's containsWatcher also answers yes for another session's watch on the path;
+        this looks at the asking session's, as 3.9 does.)"""
+        if not self._selected(session_id, path, watcher_type):
+            raise NoWatcherError(f"no watch of type {WatcherType(watcher_type).name} on {path}",
+                                 path=path)  # fmt: skip
 
     def set_watches(
         self,
@@ -139,10 +302,14 @@ class DataTree:
         data: Sequence[str] = (),
         exist: Sequence[str] = (),
         child: Sequence[str] = (),
+        persistent: Sequence[str] = (),
+        persistent_recursive: Sequence[str] = (),
     ) -> list[Delivery]:
-        """A reconnecting client's watches (ZooKeeper's setWatches): the ones this tree
-        still holds stay; for the others, what changed after `relative_zxid` (the last
-        zxid the client saw) fires now, and the rest are registered again."""
+        """A reconnecting client's watches (ZooKeeper's setWatches / setWatches2): the
+        standard ones this tree still holds stay; for the others, what changed after
+        `relative_zxid` (the last zxid the client saw) fires now, and the rest are
+        registered again. Persistent and recursive watches are registered again with no
+        catch-up event, whatever changed meanwhile (DataTree.setWatches)."""
         deliveries: list[Delivery] = []
         # (paths, watch table, event if the node is gone, event if it changed, its zxid)
         kinds = [
@@ -152,7 +319,7 @@ class DataTree:
         ]
         for paths, table, if_gone, if_changed, zxid_field in kinds:
             for path in sorted(set(paths)):
-                if watcher in table.get(path, ()):
+                if table.get(path, {}).get(watcher) is WatcherMode.STANDARD:
                     continue
                 node = self.nodes.get(path)
                 if node is None:
@@ -162,9 +329,17 @@ class DataTree:
                 else:
                     kind = None
                 if kind is None:
-                    table.setdefault(path, set()).add(watcher)
+                    self._watch(table, path, watcher)
                 else:
                     deliveries.append((watcher, WatchedEvent(kind, path)))
+        # After the standard ones, as in ZooKeeper: a path in both lists ends persistent.
+        for paths, mode in [
+            (persistent, WatcherMode.PERSISTENT),
+            (persistent_recursive, WatcherMode.PERSISTENT_RECURSIVE),
+        ]:
+            for path in sorted(set(paths)):
+                self._watch(self.child_watches, path, watcher, mode)
+                self._watch(self.data_watches, path, watcher, mode)
         return deliveries
 
     # -- writes ---------------------------------------------------------------------------
@@ -208,27 +383,47 @@ class DataTree:
             plan.prepare(DeleteOp(path))
         deliveries = plan.commit()
         self.ephemerals.pop(session_id, None)
-        for watches in (self.data_watches, self.child_watches):
-            for path in list(watches):
-                watches[path].discard(session_id)
-                if not watches[path]:
-                    del watches[path]
+        for table in (self.data_watches, self.child_watches):
+            for path in [p for p, watchers in table.items() if session_id in watchers]:
+                self._unwatch(table, path, session_id)
         return [d for d in deliveries if d[0] != session_id]
 
     def _fire(
         self,
-        watches: dict[str, set[int]],
+        table: WatchTable,
         path: str,
         kind: EventType,
         already: frozenset[int] = frozenset(),
     ) -> list[Delivery]:
-        """Fires and forgets the path's watches, skipping the watchers in `already` (a
-        delete fires one DELETED per watcher even if it watched both data and children)."""
-        return [
-            (sid, WatchedEvent(kind, path))
-            for sid in sorted(watches.pop(path, ()))
-            if sid not in already
-        ]
+        """Fires the table's watches matching an event on `path` (ZooKeeper's
+        WatchManager.triggerWatch): on the path itself every watch but a recursive one on a
+        NodeChildrenChanged, and the standard ones go; above it the recursive ones, again
+        not on a NodeChildrenChanged. Each session once, in session order, skipping those in
+        `already` (a delete fires one DELETED per session even if it watched both data and
+        children)."""
+        fired: set[int] = set()
+        recursive, standard = WatcherMode.PERSISTENT_RECURSIVE, WatcherMode.STANDARD
+        watched = _ancestors_first_self(path) if self.recursive_watches else iter([path])
+        for watched_path in watched:
+            watchers = table.get(watched_path)
+            if not watchers:
+                continue
+            for session_id, mode in list(watchers.items()):
+                if mode is recursive:
+                    if kind is not EventType.CHILD:
+                        fired.add(session_id)
+                elif watched_path == path:
+                    fired.add(session_id)
+                    if mode is standard:
+                        self._unwatch(table, watched_path, session_id)
+        return [(sid, WatchedEvent(kind, path)) for sid in sorted(fired) if sid not in already]
+
+
+def _enum_value(enum_type: type[enum.IntEnum], value: Any, what: str) -> Any:
+    try:
+        return enum_type(value)
+    except ValueError:
+        raise BadArgumentsError(f"unknown {what} {value!r}") from None
 
 
 @attrs.define

@@ -33,6 +33,31 @@ class EventType(enum.Enum):
     CHILD = 4  # NodeChildrenChanged
 
 
+class AddWatchMode(enum.IntEnum):
+    """`add_watch`'s modes, numbered as ZooKeeper's `AddWatchMode` (ZooDefs.AddWatchModes).
+
+    PERSISTENT on P: NodeCreated, NodeDataChanged and NodeDeleted of P and NodeChildrenChanged
+    of P, until removed. PERSISTENT_RECURSIVE on P: NodeCreated, NodeDataChanged and
+    NodeDeleted of P and of every node under it, never NodeChildrenChanged."""
+
+    PERSISTENT = 0
+    PERSISTENT_RECURSIVE = 1
+
+
+class WatcherType(enum.IntEnum):
+    """Which watches `remove_watches` / `check_watches` mean, numbered as ZooKeeper's
+    `Watcher.WatcherType`. CHILDREN, DATA and ANY are ZooKeeper 3.8's (DATA and CHILDREN
+    name a table, whatever the mode of the watch in it: see `DataTree.remove_watches`);
+    PERSISTENT and PERSISTENT_RECURSIVE are 3.9's (a 3.8 server answers them with
+    MarshallingError)."""
+
+    CHILDREN = 1
+    DATA = 2
+    ANY = 3
+    PERSISTENT = 4
+    PERSISTENT_RECURSIVE = 5
+
+
 @attrs.frozen
 class WatchedEvent:
     type: EventType

@@ -1,5 +1,9 @@
-"""One contract, three targets: the in-process client (`local`), the zkstub server over TCP
-(`tcp`), and a real ZooKeeper 3.8 through the kazoo adapter (`real`).
+"""One contract, several targets: the in-process client (`local`), the zkstub server over
+TCP in zkstub's msgpack protocol (`tcp`), a real ZooKeeper 3.8 through the kazoo adapter
+(`real`), kazoo against the zkstub server over ZooKeeper's own protocol (`kazoo-zkstub`), and
+zkstub's own client speaking ZooKeeper's protocol (`jute://`) to the zkstub server (`jute`)
+and to the real ZooKeeper (`jute-real`). Each client runs against both servers, so a
+difference between a client's two targets is a difference between the servers.
 
 The real server is started once per test session (a JVM takes seconds) in a thread of its
 own with its own Trio loop, since each pytest-trio test runs in a fresh `trio.run`; every
@@ -20,7 +24,8 @@ import trio
 import transport
 import zkstub
 
-TARGETS = ["local", "tcp", "real"]
+TARGETS = ["local", "tcp", "real", "kazoo-zkstub", "jute", "jute-real"]
+ON_REAL_ZOOKEEPER = ("real", "jute-real")
 
 
 def _testing_module():
@@ -100,8 +105,8 @@ def real_zookeeper(require_external):
 
 @pytest.fixture(params=TARGETS)
 def target(request):
-    if request.param == "real":
-        return ("real", request.getfixturevalue("real_zookeeper"))
+    if request.param in ON_REAL_ZOOKEEPER:
+        return (request.param, request.getfixturevalue("real_zookeeper"))
     return (request.param, None)
 
 
@@ -113,9 +118,9 @@ async def open_client(target):
     test in different tasks, and a client's own nursery must belong to one task)."""
     kind, real_runner = target
     async with contextlib.AsyncExitStack() as stack:
-        network = transport.TcpNetwork() if kind == "tcp" else None
+        network = None if kind == "local" else transport.TcpNetwork()
         server = None
-        if kind != "real":
+        if kind not in ON_REAL_ZOOKEEPER:
             address = ("127.0.0.1", 0) if kind == "tcp" else None
             server = await stack.enter_async_context(
                 zkstub.open_server(network=network, address=address)
@@ -126,9 +131,17 @@ async def open_client(target):
                 return zkstub.connect(
                     f"zookeeper://{real_runner.connect_string}{chroot}", session_timeout=10.0
                 )
+            if kind == "jute-real":
+                return zkstub.connect(f"jute://{real_runner.connect_string}{chroot}",
+                                      session_timeout=10.0, network=network)  # fmt: skip
             if kind == "local":
                 return server.connect_local(session_timeout=10.0, chroot=chroot)
             host, port = server.address
+            if kind == "kazoo-zkstub":
+                return zkstub.connect(f"zookeeper://{host}:{port}{chroot}", session_timeout=10.0)
+            if kind == "jute":
+                return zkstub.connect(f"jute://{host}:{port}{chroot}", session_timeout=10.0,
+                                      network=network)  # fmt: skip
             return zkstub.connect(f"{host}:{port}{chroot}", session_timeout=10.0, network=network)
 
         done = trio.Event()
@@ -157,7 +170,7 @@ class _Controls:
         self._real = real_runner
 
     async def expire(self, client) -> None:
-        if self._kind == "real":
+        if self._kind in ON_REAL_ZOOKEEPER:
             await self._real.call(
                 self._real.real.expire_session, client.session_id, client.session_password
             )
@@ -167,7 +180,7 @@ class _Controls:
     async def drop_connection(self, client) -> None:
         """The client loses its connection; its session must survive (a real ZooKeeper is
         restarted on the same data dir and port, which clients ride through)."""
-        if self._kind == "real":
+        if self._kind in ON_REAL_ZOOKEEPER:
             await self._real.call(self._real.real.restart)
         else:
             self._server.drop_connections(client.session_id)

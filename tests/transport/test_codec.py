@@ -164,3 +164,18 @@ def test_an_unclaimed_first_frame_keeps_the_stream_msgpack():
     decoder = FrameDecoder(claims_raw=lambda body: body[:1] == b"\x00")
     assert decoder.feed(encode_frames([[1, 2], b"\x00bytes"])) == [[1, 2], b"\x00bytes"]
     assert not decoder.raw
+
+
+def test_a_claimed_first_word_is_the_one_message_and_the_rest_is_ignored():
+    # ZooKeeper's "ruok": four letters where a length would be, then nothing that matters.
+    decoder = FrameDecoder(claims_word=lambda word: word == b"ruok")
+    assert decoder.feed(b"ru") == []
+    assert decoder.feed(b"ok\n") == [b"ruok"]
+    assert decoder.word and decoder.raw
+    assert decoder.feed(b"\x00\x00\x00\x01x") == []
+
+
+def test_an_unclaimed_first_word_is_read_as_a_frame_length():
+    decoder = FrameDecoder(claims_word=lambda word: word == b"ruok")
+    assert decoder.feed(encode_frames([[1, 2], "ruok"])) == [[1, 2], "ruok"]
+    assert not decoder.word and not decoder.raw
