@@ -7,6 +7,7 @@ import enum
 import attrs
 
 NO_LEADER = -1  # Kafka's LeaderAndIsr.NoLeader
+OFFSETS_TOPIC = "__consumer_offsets"  # Kafka's internal topic of groups and their offsets
 INITIAL_LEADER_EPOCH = 0
 INITIAL_PARTITION_EPOCH = 0  # the state znode's version right after creation
 NO_EPOCH = -1  # Kafka's LeaderAndIsr.NoEpoch

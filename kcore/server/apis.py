@@ -17,7 +17,7 @@ import trio
 
 import transport
 from kcore import errors
-from kcore.common import NO_LEADER, TopicPartition
+from kcore.common import NO_LEADER, OFFSETS_TOPIC, TopicPartition
 from kcore.config import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -28,6 +28,8 @@ from kcore.config import (
     describe_topic_config,
 )
 from kcore.controller.preferred_election import ElectionOutcome, ElectionType
+from kcore.coordinator.group import GROUP_API_KEYS, partition_for
+from kcore.protocol import kafka as kafka_codec
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import (
     ControlledShutdownRequest,
@@ -82,6 +84,7 @@ from kcore.zk_client import ZooKeeperError
 if TYPE_CHECKING:
     from kcore.config import KafkaConfig
     from kcore.controller.controller import KafkaController
+    from kcore.server.group_coordinator import GroupCoordinator
     from kcore.server.metadata_cache import MetadataCache
     from kcore.server.replica_manager import ReplicaManager
     from kcore.zk_client import KafkaZkClient
@@ -108,6 +111,7 @@ class KafkaApis:
     cluster_id: str
     rng: random.Random  # the start index of new topics' replica assignments
     new_topic_id: Callable[[], str]
+    group_coordinator: GroupCoordinator | None = None
 
     # The unused part of the block of producer ids this broker last claimed.
     _producer_ids: tuple[int, int] | None = attrs.field(default=None, init=False)
@@ -133,6 +137,8 @@ class KafkaApis:
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
+            ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            **{api_key: self.handle_group_request for api_key in GROUP_API_KEYS},
         }
 
     @property
@@ -337,6 +343,87 @@ class KafkaApis:
             logger.warning("Auto-creation of topic %s failed: %r", name, error)
             return errors.LeaderNotAvailableError.code
         return errors.LeaderNotAvailableError.code
+
+    async def handle_find_coordinator(self, request: transport.Request) -> Any:
+        """kcore's own clients: `{"key": group}` -> `{error_code, node_id, host, port}`."""
+        body = request.body
+        if not isinstance(body, dict) or not isinstance(body.get("key"), str):
+            raise transport.RpcError(transport.INVALID_REQUEST, "FindCoordinator takes {key}")
+        code, node_id, host, port = await self.group_coordinator_for(
+            body["key"], self.listener_of(request.connection)
+        )
+        return {"error_code": code, "node_id": node_id, "host": host, "port": port}
+
+    async def handle_group_request(self, request: transport.Request) -> Any:
+        """kcore's own clients' group requests (JoinGroup, SyncGroup, ...): the body is
+        Kafka's request body at `request.api_version`, checked against Kafka's schema (a
+        round trip through its codec: a trust boundary) before the coordinator sees it,
+        and answered with Kafka's response body."""
+        try:
+            frame = kafka_codec.encode_request(
+                request.api_key, request.api_version, 0, request.client_id,
+                request.body,  # type: ignore[arg-type]
+            )  # fmt: skip
+            _, body = kafka_codec.decode_request(frame[4:])
+        except (kafka_codec.KafkaCodecError, TypeError, ValueError, AttributeError) as error:
+            raise transport.RpcError(transport.INVALID_REQUEST, str(error)) from None
+        assert self.group_coordinator is not None  # every broker runs one
+        return await self.group_coordinator.handle(
+            request.api_key, request.api_version, body, client_id=request.client_id or "",
+            client_host=f"/{request.connection.peer_address[0]}",
+        )  # fmt: skip
+
+    async def group_coordinator_for(
+        self, group_id: str, listener_name: str | None
+    ) -> tuple[int, int, str, int]:
+        """FindCoordinator for a group: `(error_code, node_id, host, port)` of the leader of
+        the group's `__consumer_offsets` partition (`abs(javaHash(group)) % partitions`),
+        named by `listener_name`. The topic is created on first use, and until its
+        partition has a live leader the answer is COORDINATOR_NOT_AVAILABLE (retriable)."""
+        unavailable = (errors.CoordinatorNotAvailableError.code, -1, "", -1)
+        partition = partition_for(group_id, self.config.offsets_topic_num_partitions)
+        described = self.metadata_response((OFFSETS_TOPIC,), listener_name)
+        topic = described.topics[0]
+        if topic.error_code == errors.UnknownTopicOrPartitionError.code:
+            await self.create_offsets_topic()
+            return unavailable
+        leader = next((p.leader for p in topic.partitions if p.partition == partition), -1)
+        broker = next((b for b in described.brokers if b.node_id == leader), None)
+        if broker is None:
+            return unavailable
+        return 0, broker.node_id, broker.host, broker.port
+
+    async def create_offsets_topic(self) -> None:
+        """Kafka's internal `__consumer_offsets`: `offsets.topic.num.partitions` partitions,
+        `offsets.topic.replication.factor` replicas, refused while fewer brokers are alive
+        (a cluster still starting; the clients ask again). Kafka makes it a compacted topic;
+        kcore has no log compaction yet, so it keeps every record instead (no retention by
+        time or size): nothing a group committed is ever deleted under it, and loading a
+        partition reads its whole log."""
+        config = self.config
+        live = sorted(self.metadata_cache.brokers)
+        factor = config.offsets_topic_replication_factor
+        if len(live) < factor:
+            logger.error(
+                "Number of alive brokers '%d' does not meet the required replication factor "
+                "'%d' for the offsets topic (configured via 'offsets.topic.replication.factor')."
+                " This error can be ignored if the cluster is starting up and not all brokers "
+                "are up yet.", len(live), factor,
+            )  # fmt: skip
+            return
+        topic = CreatableTopic(
+            OFFSETS_TOPIC, config.offsets_topic_num_partitions, factor,
+            configs={
+                "retention.ms": "-1", "retention.bytes": "-1",
+                "segment.bytes": str(config.offsets_topic_segment_bytes),
+            },
+        )  # fmt: skip
+        try:
+            await self._create_topic(topic, False, live)
+        except errors.TopicAlreadyExistsError:
+            pass
+        except (errors.KafkaError, ZooKeeperError) as error:
+            logger.warning("Creating %s failed: %r", OFFSETS_TOPIC, error)
 
     async def _create_topic(
         self, topic: Any, validate_only: bool, live_brokers: Iterable[int] | None = None

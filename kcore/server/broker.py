@@ -28,11 +28,13 @@ from actors import MetricsRegistry
 from kcore import errors
 from kcore.common import Broker, EndPoint, TopicPartition
 from kcore.controller.controller import KafkaController
+from kcore.coordinator.group import GroupConfig, GroupCoordinatorCore, uuid_member_ids
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
 from kcore.server.apis import KafkaApis
 from kcore.server.config_changes import ConfigChangeListener
 from kcore.server.controlled_shutdown import movable_partitions
+from kcore.server.group_coordinator import GroupCoordinator
 from kcore.server.kafka_apis import KafkaProtocolApis
 from kcore.server.kafka_protocol import KafkaProtocol
 from kcore.server.log_dir_failure import LogDirFailureChannel
@@ -41,6 +43,14 @@ from kcore.server.metadata_cache import MetadataCache
 from kcore.server.replica_manager import ReplicaManager
 from kcore.wire import WireError, from_wire, to_wire
 from kcore.zk_client import KafkaZkClient, ZooKeeperError, open_kafka_zk_client
+
+# The broker settings the group coordinator reads (Kafka's names).
+GROUP_SETTINGS = (
+    "group.min.session.timeout.ms", "group.max.session.timeout.ms",
+    "group.initial.rebalance.delay.ms", "group.max.size", "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms", "offsets.topic.num.partitions",
+    "offset.metadata.max.bytes",
+)  # fmt: skip
 
 logger = logging.getLogger("kcore.server.broker")
 
@@ -199,6 +209,8 @@ class BrokerServer:
             )
             controller.broker_epoch = self.broker_epoch
             await supervisor.start(controller.run, name="controller")
+            group_coordinator = self._group_coordinator(replica_manager)
+            await supervisor.start(group_coordinator.run, name="group-coordinator")
             self._enable_request_processing(
                 KafkaApis(
                     self.config,
@@ -210,6 +222,7 @@ class BrokerServer:
                     cluster_id=self.cluster_id,
                     rng=self.rng,
                     new_topic_id=self.new_uuid,
+                    group_coordinator=group_coordinator,
                 )
             )
             self.state = BrokerState.RUNNING
@@ -218,6 +231,26 @@ class BrokerServer:
             failure = await self.log_dir_failures.wait()
             supervisor.cancel()
         return failure
+
+    def _group_coordinator(self, replica_manager: ReplicaManager) -> GroupCoordinator:
+        """The broker's group coordinator, told when it gains or loses the leadership of an
+        offsets partition. Member ids draw on the broker's seeded rng, so a simulated
+        cluster replays them."""
+        config = self.config
+        core = GroupCoordinatorCore(
+            GroupConfig.from_properties({name: config.get(name) for name in GROUP_SETTINGS}),
+            new_member_id=uuid_member_ids(random.Random(self.rng.getrandbits(64))),
+        )
+
+        def partition_exists(topic: str, partition: int) -> bool:
+            return any(p.partition == partition for p in self.metadata_cache.partitions_of(topic))
+
+        coordinator = GroupCoordinator(
+            self.broker_id, replica_manager, core,
+            wall_clock_ms=lambda: int(self.clock() * 1000), partition_exists=partition_exists,
+        )  # fmt: skip
+        replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
+        return coordinator
 
     def _enable_request_processing(self, apis: KafkaApis) -> None:
         self._request_server = transport.RpcServer(

@@ -27,6 +27,7 @@ from kcore.config import (
     TOPIC_RESOURCE,
     ConfigSourceCode,
 )
+from kcore.coordinator.group import GROUP_API_KEYS
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.data import (
     CONSUMER_REPLICA_ID,
@@ -106,6 +107,7 @@ class KafkaProtocolApis:
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
             ApiKey.DESCRIBE_PRODUCERS: self.handle_describe_producers,
             ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
+            **{api_key: self.handle_group_request for api_key in GROUP_API_KEYS},
         }
 
     # -- connection set-up ---------------------------------------------------------------
@@ -456,30 +458,50 @@ class KafkaProtocolApis:
         return {"throttle_time_ms": 0, "topics": topics}
 
     async def handle_find_coordinator(self, request: transport.Request) -> dict:
-        """No group or transaction coordinator runs on kcore's brokers yet: every key gets
-        COORDINATOR_NOT_AVAILABLE (retriable; consumers that only assign() never need one)."""
+        """A group's coordinator: the leader of its `__consumer_offsets` partition, by the
+        listener the client came in on (v4 asks for several keys at once). No transaction
+        coordinator runs on kcore's brokers: those keys get COORDINATOR_NOT_AVAILABLE."""
         body: dict = request.body  # type: ignore[assignment]
-        message = "kcore has no group or transaction coordinator"
-        keys = body.get("coordinator_keys") or []
+        listener = self.apis.listener_of(request.connection)
+        keys = body.get("coordinator_keys")
+        batched = request.api_version >= 4
+        if not batched:
+            keys = [body.get("key", "")]
+        key_type = body.get("key_type", 0)
+        answers = []
+        for key in keys or []:
+            if key_type == 0:
+                code, node_id, host, port = await self.apis.group_coordinator_for(key, listener)
+                message = None if code == 0 else "the group's coordinator is not available yet"
+            else:
+                code, node_id, host, port = errors.CoordinatorNotAvailableError.code, -1, "", -1
+                message = "kcore has no transaction coordinator"
+            answers.append({"key": key, "node_id": node_id, "host": host, "port": port,
+                            "error_code": code, "error_message": message})  # fmt: skip
+        first = answers[0] if answers else {"node_id": -1, "host": "", "port": -1,
+                                            "error_code": 0, "error_message": None}  # fmt: skip
         return {
             "throttle_time_ms": 0,
-            "error_code": errors.CoordinatorNotAvailableError.code,
-            "error_message": message,
-            "node_id": -1,
-            "host": "",
-            "port": -1,
-            "coordinators": [
-                {
-                    "key": key,
-                    "node_id": -1,
-                    "host": "",
-                    "port": -1,
-                    "error_code": errors.CoordinatorNotAvailableError.code,
-                    "error_message": message,
-                }
-                for key in keys
-            ],
+            "error_code": first["error_code"],
+            "error_message": first["error_message"],
+            "node_id": first["node_id"],
+            "host": first["host"],
+            "port": first["port"],
+            "coordinators": answers if batched else [],
         }
+
+    # -- consumer groups -----------------------------------------------------------------
+
+    async def handle_group_request(self, request: transport.Request) -> dict:
+        """JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+        ListGroups, DescribeGroups, DeleteGroups: the group coordinator answers (its core
+        takes the codec's bodies as they are)."""
+        coordinator = self.apis.group_coordinator
+        assert coordinator is not None  # every broker runs one
+        return await coordinator.handle(
+            request.api_key, request.api_version, request.body,  # type: ignore[arg-type]
+            client_id=request.client_id or "", client_host=f"/{request.connection.peer_address[0]}",
+        )  # fmt: skip
 
     # -- leader elections ----------------------------------------------------------------
 

@@ -36,6 +36,16 @@ IMPLEMENTED: dict[int, tuple[int, int]] = {
     21: (0, 2),  # DeleteRecords
     60: (0, 0),  # DescribeCluster
     61: (0, 0),  # DescribeProducers
+    # The group coordinator's (kcore/coordinator/group: the versions its core answers).
+    ApiKey.OFFSET_COMMIT: (2, 8),
+    ApiKey.OFFSET_FETCH: (1, 8),
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 4),  # ListGroups
+    42: (0, 2),  # DeleteGroups
 }
 
 

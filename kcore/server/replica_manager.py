@@ -192,6 +192,12 @@ class ReplicaManager:
         factory=lambda: DelayedOperationPurgatory("DeleteRecords"), init=False
     )
     _hw_checkpoints: dict[TopicPartition, int] = attrs.field(factory=dict, init=False)
+    # Kafka's onLeadershipChange: told, after each LeaderAndIsr and StopReplica, which
+    # partitions this broker now leads (with their leader epochs) and which it stopped
+    # leading; the group coordinator loads and unloads its groups by it.
+    leadership_listeners: list[
+        Callable[[dict[TopicPartition, int], list[TopicPartition]], None]
+    ] = attrs.field(factory=list, init=False)
     _topic_configs: dict[str, TopicConfig] = attrs.field(factory=dict, init=False)
     _state_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     # ISR proposals for the ISR-write task (a write must not hold up the fetch or the loop
@@ -379,10 +385,23 @@ class ReplicaManager:
         codes |= self._make_leaders(leaders, now_ms)
         self._make_followers(followers, request)
         self.fetcher_manager.shutdown_idle_fetchers()
+        self._tell_leadership(
+            {tp: self.partitions[tp].leader_epoch for tp in leaders if not codes.get(tp)},
+            sorted(followers),
+        )
         partition_errors = tuple(
             PartitionError(tp.topic, tp.partition, code) for tp, code in sorted(codes.items())
         )
         return LeaderAndIsrResponse(0, partition_errors)
+
+    def _tell_leadership(
+        self, leaders: dict[TopicPartition, int], resigned: list[TopicPartition]
+    ) -> None:
+        for listener in self.leadership_listeners:
+            try:
+                listener(leaders, resigned)
+            except Exception:  # a listener's bug must not fail the LeaderAndIsr
+                logger.exception("leadership listener %r failed", listener)
 
     def _create_partition(self, tp: TopicPartition, config: TopicConfig) -> Partition:
         log = self.log_manager.get_or_create_log(tp, config, self.log_dir_failures)
@@ -501,6 +520,7 @@ class ReplicaManager:
                         not_deleted.add((tp.topic, tp.partition))
                 self._complete_delayed_requests(tp)
             self.fetcher_manager.shutdown_idle_fetchers()
+            self._tell_leadership({}, sorted(tp for tp, _ in stopped))
             return StopReplicaResponse(
                 0,
                 tuple(

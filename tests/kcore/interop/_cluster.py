@@ -93,6 +93,9 @@ def start_cluster(root: Path, broker_count: int = 3) -> KafkaCluster:
             f"zookeeper.connect={zk_address}\n"
             f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}\n"
             "controlled.shutdown.retry.backoff.ms=200\n"
+            # As Kafka's own test and development set-ups: the first rebalance of a new
+            # group is not held back three seconds for more members.
+            "group.initial.rebalance.delay.ms=0\n"
         )
         brokers[broker_id] = BrokerProcess(broker_id, config)
     cluster = KafkaCluster(brokers, zookeeper)

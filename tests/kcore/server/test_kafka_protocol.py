@@ -73,7 +73,8 @@ async def test_api_versions_tells_the_truth_and_bad_versions_are_answered(cluste
     assert (
         served[0][1] == 9 and served[1][1] >= 11 and served[3][1] == 12
     )  # Produce, Fetch, Metadata
-    assert 11 not in served  # JoinGroup: no group coordinator yet, so not advertised
+    assert served[11][1] == 9 and served[14][1] == 5  # JoinGroup, SyncGroup: groups work
+    assert 45 not in served  # AlterPartitionReassignments: no reassignment yet, not advertised
     # ApiVersions at a version the broker cannot read: a v0 answer with the list (KIP-511).
     await client.send_frame(_raw_request(18, 99, 7))
     correlation_id, answer = codec.decode_response(18, 0, await client.read_frame())

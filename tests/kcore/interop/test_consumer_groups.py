@@ -1,0 +1,136 @@
+"""Consumer groups as Kafka clients use them: librdkafka's consumer (confluent-kafka) joins a
+group on kcore's brokers, shares the partitions with the group's other members, commits, and
+a member that comes later starts where the group left off."""
+
+from __future__ import annotations
+
+import uuid
+
+from ._cluster import wait_for
+from .test_kafka_clients import _create_topic
+
+
+def _consumer(cluster, group: str, **settings):
+    from confluent_kafka import Consumer
+
+    return Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            **settings,
+        }
+    )
+
+
+def _produce(cluster, topic: str, values: list[bytes]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "linger.ms": 5})
+    for index, value in enumerate(values):
+        producer.produce(topic, value, partition=index % 4)
+    assert producer.flush(60) == 0
+
+
+def test_a_group_shares_partitions_and_resumes_from_its_commits(kafka_cluster, require_client):
+    require_client("confluent_kafka")
+    topic, group = f"groups-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    _create_topic(kafka_cluster, topic, partitions=4)
+    first = [f"first-{i}".encode() for i in range(40)]
+    _produce(kafka_cluster, topic, first)
+
+    members = [_consumer(kafka_cluster, group), _consumer(kafka_cluster, group)]
+    read: dict[int, list] = {0: [], 1: []}
+    try:
+        for member in members:
+            member.subscribe([topic])
+
+        def both_assigned_and_everything_read() -> bool:
+            for index, member in enumerate(members):
+                for message in member.consume(num_messages=100, timeout=0.2):
+                    assert message.error() is None, message.error()
+                    read[index].append(message)
+            assigned = [{tp.partition for tp in member.assignment()} for member in members]
+            total = sum(len(messages) for messages in read.values())
+            return all(assigned) and not (assigned[0] & assigned[1]) and total >= len(first)
+
+        wait_for(both_assigned_and_everything_read, "two members to split and read the topic")
+        assignments = [{tp.partition for tp in member.assignment()} for member in members]
+        assert assignments[0] | assignments[1] == {0, 1, 2, 3}
+        values = sorted(m.value() for messages in read.values() for m in messages)
+        assert values == sorted(first)  # each record once: no partition was read twice
+        for index, member in enumerate(members):  # each read only its own partitions
+            assert {m.partition() for m in read[index]} <= assignments[index]
+            member.commit(asynchronous=False)
+    finally:
+        for member in members:
+            member.close()
+
+    second = [f"second-{i}".encode() for i in range(20)]
+    _produce(kafka_cluster, topic, second)
+    later = _consumer(kafka_cluster, group)
+    got: list = []
+    try:
+        later.subscribe([topic])
+
+        def read_the_rest() -> bool:
+            for message in later.consume(num_messages=100, timeout=0.2):
+                assert message.error() is None, message.error()
+                got.append(message.value())
+            return len(got) >= len(second)
+
+        wait_for(read_the_rest, "a later member to read what came after the commits")
+        assert sorted(got) == sorted(second)  # nothing committed is read again
+    finally:
+        later.close()
+
+
+def test_admin_lists_and_describes_a_group_and_its_committed_offsets(kafka_cluster, require_client):
+    require_client("confluent_kafka")
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic, group = f"groups-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    _create_topic(kafka_cluster, topic, partitions=4)
+    _produce(kafka_cluster, topic, [f"v{i}".encode() for i in range(8)])
+    member = _consumer(kafka_cluster, group, **{"client.id": "reader"})
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    try:
+        member.subscribe([topic])
+        read: list = []
+
+        def everything_read() -> bool:
+            read.extend(member.consume(num_messages=100, timeout=0.2))
+            return len(read) >= 8
+
+        wait_for(everything_read, "the member to read the topic")
+        member.commit(asynchronous=False)
+        listed = admin.list_consumer_groups().result(timeout=30)
+        assert group in {g.group_id for g in listed.valid}
+        described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+        assert described.state.name == "STABLE"
+        assert [m.client_id for m in described.members] == ["reader"]
+        assigned = {tp.partition for tp in described.members[0].assignment.topic_partitions}
+        assert assigned == {0, 1, 2, 3}
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(4)])
+        offsets = admin.list_consumer_group_offsets([request])[group].result(timeout=30)
+        assert {tp.partition: tp.offset for tp in offsets.topic_partitions} == {
+            0: 2,
+            1: 2,
+            2: 2,
+            3: 2,
+        }
+    finally:
+        member.close()
+    wait_for(
+        lambda: (
+            admin.describe_consumer_groups([group])[group].result(timeout=30).state.name == "EMPTY"
+        ),
+        "the group to be empty once its member left",
+    )
+    deleted = admin.delete_consumer_groups([group])
+    deleted[group].result(timeout=30)
+    listed = admin.list_consumer_groups().result(timeout=30)
+    assert group not in {g.group_id for g in listed.valid}
