@@ -1,7 +1,8 @@
 """The `kcore` command: `kcore broker --config server.properties` runs one broker process;
 `kcore version`, `kcore demo`, `kcore dump-log FILE...` (Kafka's kafka-dump-log.sh), and
 Kafka's tools speaking to brokers through kcore's clients (`kcore topics`, `kcore configs`,
-`kcore leader-election`, `kcore console-producer`, `kcore console-consumer`: `kcore.tools`)."""
+`kcore leader-election`, `kcore console-producer`, `kcore console-consumer`,
+`kcore consumer-groups`: `kcore.tools`)."""
 
 from __future__ import annotations
 

@@ -83,12 +83,33 @@ class Connections:
         timeout: float | None = None,
     ) -> T:
         """Sends `message` (an attrs request) and returns the decoded `response_type`."""
+        name = getattr(api_key, "name", str(api_key))
+        body = await self.request_body(address, api_key, to_wire(message), timeout=timeout)
+        try:
+            return from_wire(response_type, body)
+        except WireError as exc:
+            host, port = address
+            raise errors.UnknownServerError(
+                f"{name} to {host}:{port}: malformed response: {exc}"
+            ) from exc
+
+    async def request_body(
+        self,
+        address: Address,
+        api_key: int,
+        body: Any,
+        *,
+        api_version: int = 0,
+        timeout: float | None = None,
+    ) -> Any:
+        """Sends a ready msgpack `body` (e.g. a Kafka request body dict, for the group
+        APIs) at `api_version` and returns the response's body as it came."""
         host, port = address
         where = f"{host}:{port}"
         name = getattr(api_key, "name", str(api_key))
         try:
             response = await self._client(address).request(
-                int(api_key), to_wire(message), timeout=timeout
+                int(api_key), body, api_version=api_version, timeout=timeout
             )
         except transport.ConnectError as exc:
             raise errors.NetworkError(
@@ -108,12 +129,7 @@ class Connections:
             raise errors.error_for_code(
                 response.error_code, f"{name} to {where}: {_error_message(response.body)}"
             )
-        try:
-            return from_wire(response_type, response.body)
-        except WireError as exc:
-            raise errors.UnknownServerError(
-                f"{name} to {where}: malformed response: {exc}"
-            ) from exc
+        return response.body
 
     async def aclose(self) -> None:
         clients = [self._clients[address] for address in sorted(self._clients)]

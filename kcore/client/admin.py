@@ -23,6 +23,7 @@ import trio
 import actors
 import transport
 from kcore import errors
+from kcore.client import group_admin
 from kcore.client._config import check_int, check_no_unknown, parse_bootstrap, to_topic_partition
 from kcore.client._connections import Address, Connections
 from kcore.client._metadata import BrokerInfo, Cluster, MetadataManager, PartitionInfo
@@ -552,6 +553,44 @@ class Admin:
                 failures[tp] = error
 
     # -- helpers -----------------------------------------------------------------------
+
+    # -- consumer groups ---------------------------------------------------------------
+
+    async def list_groups(self, *, timeout: float = 30.0) -> list[group_admin.GroupListing]:
+        async with self._session() as session:
+            with _deadline(timeout, "ListGroups"):
+                return await group_admin.list_groups(self, session)
+
+    async def describe_group(
+        self, group_id: str, *, timeout: float = 30.0
+    ) -> group_admin.GroupDescription:
+        async with self._session() as session:
+            with _deadline(timeout, f"DescribeGroups of {group_id}"):
+                return await group_admin.describe_group(self, session, group_id)
+
+    async def list_group_offsets(
+        self, group_id: str, *, timeout: float = 30.0
+    ) -> dict[TopicPartition, int]:
+        """The offsets the group committed, by partition."""
+        async with self._session() as session:
+            with _deadline(timeout, f"OffsetFetch of {group_id}"):
+                return await group_admin.list_group_offsets(self, session, group_id)
+
+    async def delete_groups(self, group_ids: Iterable[str], *, timeout: float = 30.0) -> None:
+        """Deletes empty groups and their offsets (NON_EMPTY_GROUP for a group with
+        members, GROUP_ID_NOT_FOUND for one that does not exist)."""
+        async with self._session() as session:
+            with _deadline(timeout, "DeleteGroups"):
+                await group_admin.delete_groups(self, session, group_ids)
+
+    async def end_offsets(
+        self, partitions: Iterable[Any], *, timeout: float = 30.0
+    ) -> dict[TopicPartition, int]:
+        """Each partition's end offset (the high watermark), from its leader."""
+        wanted = [to_topic_partition(p) for p in partitions]
+        async with self._session() as session:
+            with _deadline(timeout, "ListOffsets"):
+                return await group_admin.end_offsets(self, session, wanted)
 
     def _timeouts_ms(self) -> tuple[int, int]:
         """(the RPC timeout, the broker's own wait) for a request sent now: the request

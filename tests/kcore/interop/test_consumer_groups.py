@@ -134,3 +134,60 @@ def test_admin_lists_and_describes_a_group_and_its_committed_offsets(kafka_clust
     deleted[group].result(timeout=30)
     listed = admin.list_consumer_groups().result(timeout=30)
     assert group not in {g.group_id for g in listed.valid}
+
+
+def test_kafka_python_and_aiokafka_consume_in_groups(kafka_cluster, require_client):
+    """Two more independent clients' group protocols: kafka-python's (threads) and
+    aiokafka's (asyncio), each reading a topic as a one-member group and committing."""
+    require_client("kafka")
+    require_client("aiokafka")
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from kafka import KafkaConsumer
+
+    topic = f"groups-{uuid.uuid4().hex[:8]}"
+    _create_topic(kafka_cluster, topic, partitions=4)
+    values = [f"v{i}".encode() for i in range(16)]
+    _produce(kafka_cluster, topic, values)
+
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=kafka_cluster.bootstrap_servers, group_id="kafka-python",
+        auto_offset_reset="earliest", enable_auto_commit=False,
+    )  # fmt: skip
+    try:
+        read: list[bytes] = []
+
+        def kafka_python_read() -> bool:
+            for records in consumer.poll(timeout_ms=200).values():
+                read.extend(r.value for r in records)
+            return len(read) >= len(values)
+
+        wait_for(kafka_python_read, "kafka-python's group member to read the topic")
+        assert sorted(read) == sorted(values)
+        consumer.commit()
+        committed = {
+            p: consumer.committed(tp) for p, tp in enumerate(sorted(consumer.assignment()))
+        }
+        assert sum(committed.values()) == len(values)
+    finally:
+        consumer.close()
+
+    async def aiokafka_read() -> list[bytes]:
+        member = AIOKafkaConsumer(
+            topic, bootstrap_servers=kafka_cluster.bootstrap_servers, group_id="aiokafka",
+            auto_offset_reset="earliest", enable_auto_commit=False,
+        )  # fmt: skip
+        await member.start()
+        try:
+            got: list[bytes] = []
+            async with asyncio.timeout(60):
+                while len(got) < len(values):
+                    batches = await member.getmany(timeout_ms=200)
+                    got += [r.value for records in batches.values() for r in records]
+            await member.commit()
+            return got
+        finally:
+            await member.stop()
+
+    assert sorted(asyncio.run(aiokafka_read())) == sorted(values)
