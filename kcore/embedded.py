@@ -345,7 +345,8 @@ async def start_cluster(
     """The machinery under both `open_cluster`s: ZooKeeper (unless `zookeeper_connect`
     names one elsewhere) and brokers 1..N, each started in turn, as a `cluster_type` built
     with `fields` too. On exit everything is cancelled, as in a power cut; a clean stop is
-    the caller's (`Cluster.shutdown`). Every random choice comes from `rng`."""
+    the caller's (`Cluster.shutdown`). Every random choice comes from `rng`. Unless
+    `broker_config` says otherwise, `__consumer_offsets` gets min(3, brokers) replicas."""
     if brokers < 1:
         raise ValueError(f"a cluster needs at least one broker, not {brokers}")
     is_sim = isinstance(network, transport.SimNetwork)
@@ -366,7 +367,12 @@ async def start_cluster(
                 rng=rng,
                 data_dir=root,
                 broker_count=brokers,
-                broker_overrides=dict(broker_config or {}),
+                broker_overrides={
+                    # A cluster smaller than Kafka's default offsets replication factor
+                    # still gets consumer groups (Kafka's own test clusters do the same).
+                    "offsets.topic.replication.factor": min(3, brokers),
+                    **(broker_config or {}),
+                },
                 clock=clock,
                 nursery=nursery,
                 zk_settings=zk_settings,

@@ -8,6 +8,7 @@ fsync), labelled as such, against the same ZooKeeper baseline."""
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import subprocess
 import sys
@@ -34,10 +35,20 @@ class ZkOpsParams:
     pipelined: int = 2000  # gets with `in_flight` outstanding
     in_flight: int = 32
     value: bytes = b"x" * 64
+    # The loaded cases: this many client processes, each `load_in_flight` requests at a
+    # time, for `load_seconds` (see _zk_load_child).
+    load_processes: int = 3
+    load_in_flight: int = 64
+    load_seconds: float = 3.0
 
 
 def params_for(options: WorkloadOptions) -> ZkOpsParams:
-    return ZkOpsParams(nodes=50, pipelined=200) if options.quick else ZkOpsParams()
+    if options.quick:
+        return ZkOpsParams(nodes=50, pipelined=200, load_processes=2, load_seconds=1.0)
+    return ZkOpsParams()
+
+
+LOAD_CHILD = "bench.workloads._zk_load_child"
 
 
 @contextlib.asynccontextmanager
@@ -122,12 +133,19 @@ async def run(rows: RowWriter, options: WorkloadOptions) -> Summary:
                 connect_string, session_timeout=10.0, rng=random.Random(options.seed)
             ) as zk:
                 results = await run_zk_ops(rows, params, zk, target)
-            summary += results
+                loaded = [
+                    await _loaded(rows, params, zk, target, connect_string, op)
+                    for op in ("get", "set")
+                ]
+            summary += results + loaded
             throughput[target] = sum(r["ops_per_s"] for r in results) / len(results)
+            throughput[f"{target}-loaded"] = sum(r["ops_per_s"] for r in loaded) / len(loaded)
     for target, _, label in TARGETS:
         if label and target in throughput and "zookeeper" in throughput:
             ratio = throughput[target] / throughput["zookeeper"]
-            summary.append({"ratio": label, "ops_per_s": ratio})
+            summary.append({"ratio": f"{label}, one client", "ops_per_s": ratio})
+            ratio = throughput[f"{target}-loaded"] / throughput["zookeeper-loaded"]
+            summary.append({"ratio": f"{label}, under load", "ops_per_s": ratio})
     return summary
 
 
@@ -187,6 +205,47 @@ async def _pipelined_gets(rows: RowWriter, params: ZkOpsParams, zk: Any, target:
     elapsed = (time.perf_counter_ns() - start) / 1e9
     await zk.delete(path)
     return {"case": case, "ops_per_s": params.pipelined / max(elapsed, 1e-9)}
+
+
+async def _loaded(
+    rows: RowWriter, params: ZkOpsParams, zk: Any, target: str, connect_string: str, op: str
+) -> dict[str, object]:
+    """The server under load: `load_processes` client processes (_zk_load_child), each
+    with `load_in_flight` requests outstanding on one znode, for `load_seconds`; what the
+    server answered per second, all processes together."""
+    path = f"/bench-load-{time.time_ns()}"
+    await zk.create(path, params.value)
+    command = [
+        sys.executable, "-m", LOAD_CHILD, "--connect", connect_string, "--op", op,
+        "--path", path, "--value-bytes", str(len(params.value)),
+        "--in-flight", str(params.load_in_flight), "--duration", str(params.load_seconds),
+    ]  # fmt: skip
+    results: list[dict[str, Any]] = []
+    began = time.time()
+
+    async def one() -> None:
+        done = await trio.run_process(command, capture_stdout=True, check=False)
+        lines = done.stdout.decode().strip().splitlines()
+        answer = json.loads(lines[-1]) if lines else {"error": f"exit status {done.returncode}"}
+        if "error" in answer:
+            raise RuntimeError(f"a zk-ops load process against {target} failed: {answer}")
+        results.append(answer)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(params.load_processes):
+            nursery.start_soon(one)
+    await zk.delete(path)
+    count = sum(int(r["count"]) for r in results)
+    seconds = max(float(r["seconds"]) for r in results)
+    case_name = f"{op}-loaded-{params.load_processes}x{params.load_in_flight}"
+    case = f"{target}-{case_name}"
+    rows.write(
+        case=case, op=f"{op}_interval", params=_params(target, params.load_in_flight,
+                                                       case_name, f"{op}_interval"),
+        start_time=began, latency_ns=round(seconds * 1e9), count=count,
+        nbytes=count * len(params.value) if op == "set" else 0,
+    )  # fmt: skip
+    return {"case": case, "ops_per_s": count / seconds if seconds else 0.0}
 
 
 def _params(target: str, in_flight: int, case: str, op: str) -> dict[str, object]:
