@@ -178,6 +178,40 @@ UnknownLeaderEpochError: type[KafkaError] = ERROR_CLASSES[75]
 StaleBrokerEpochError: type[KafkaError] = ERROR_CLASSES[77]
 InconsistentClusterIdError: type[KafkaError] = ERROR_CLASSES[104]
 
+OffsetOutOfRangeError: type[KafkaError] = ERROR_CLASSES[1]
+CoordinatorNotAvailableError: type[KafkaError] = ERROR_CLASSES[15]
+NotCoordinatorError: type[KafkaError] = ERROR_CLASSES[16]
+IllegalGenerationError: type[KafkaError] = ERROR_CLASSES[22]
+UnknownMemberIdError: type[KafkaError] = ERROR_CLASSES[25]
+RebalanceInProgressError: type[KafkaError] = ERROR_CLASSES[27]
+FencedInstanceIdError: type[KafkaError] = ERROR_CLASSES[82]
+
+
+class CommitFailedError(KafkaError):
+    """Kafka's CommitFailedException (a client-side error, no code of its own): an offset
+    commit the group refused because this member is no longer part of the generation it
+    committed in (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID): the group
+    rebalanced, most likely because the consumer did not poll within max_poll_interval_ms
+    or missed its session timeout, and its partitions may belong to another member now.
+    `error_code` is the code the coordinator answered with."""
+
+    name = "COMMIT_FAILED"
+    retriable = False
+
+    def __init__(self, message: str = "", *, error_code: int = -1) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class NoOffsetForPartitionError(OffsetOutOfRangeError):  # type: ignore[misc, valid-type]
+    """Kafka's NoOffsetForPartitionException: a partition has neither a committed offset
+    nor a position and auto_offset_reset is "none". A subclass of OffsetOutOfRangeError
+    (both are Kafka's InvalidOffsetException)."""
+
+    def __init__(self, message: str = "", *, partitions: tuple = ()) -> None:
+        super().__init__(message)
+        self.partitions = partitions
+
 
 def error_for_code(code: int, message: str = "") -> KafkaError:
     """The exception for a non-zero error code; an unknown code is an UnknownServerError
@@ -202,6 +236,8 @@ __all__ = [
     "KafkaError",
     "error_for_code",
     "raise_for_code",
+    "CommitFailedError",
+    "NoOffsetForPartitionError",
     *(class_name for _, _, class_name, _ in _ERRORS),
 ]
 

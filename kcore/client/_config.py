@@ -3,7 +3,8 @@ so a typo or a bad value fails where it was written, naming the setting."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from kcore import errors
 from kcore.common import TopicPartition
@@ -11,7 +12,10 @@ from kcore.common import TopicPartition
 __all__ = [
     "ClientConfigError",
     "InvalidPartitionError",
+    "check_assignors",
+    "check_bool",
     "check_choice",
+    "check_group_id",
     "check_int",
     "check_no_unknown",
     "parse_acks",
@@ -53,6 +57,56 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     if value not in choices:
         raise ClientConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
     return value  # type: ignore[return-value]
+
+
+def check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ClientConfigError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def check_group_id(name: str, value: object, *, allow_none: bool = False) -> str | None:
+    """A group id or group instance id: a non-empty string (Kafka refuses an empty one)."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ClientConfigError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def check_assignors(name: str, value: object, by_name: Callable[[str], Any]) -> list[Any]:
+    """Kafka's `partition.assignment.strategy`: assignor names (a comma-separated string
+    or a list) or assignor objects (anything with `name`, `supported_protocols` and
+    `assign`), in preference order; new assignor objects for the names."""
+    items: list[object]
+    if isinstance(value, str):
+        items = [part.strip() for part in value.split(",") if part.strip()]
+    elif isinstance(value, Iterable):
+        items = list(value)
+    else:
+        items = []
+    if not items:
+        raise ClientConfigError(f"{name} must name at least one assignor, got {value!r}")
+    assignors = []
+    for item in items:
+        if isinstance(item, str):
+            try:
+                assignors.append(by_name(item))
+            except ValueError as exc:
+                raise ClientConfigError(f"{name}: {exc}") from None
+        elif all(hasattr(item, a) for a in ("name", "supported_protocols", "assign")):
+            assignors.append(item)
+        else:
+            raise ClientConfigError(f"{name}: {item!r} is neither an assignor name nor one")
+    names = [a.name for a in assignors]
+    if len(set(names)) != len(names):
+        raise ClientConfigError(f"{name} lists an assignor twice: {', '.join(names)}")
+    common = set.intersection(*(set(a.supported_protocols) for a in assignors))
+    if not common:
+        raise ClientConfigError(
+            f"{name}: the assignors {', '.join(names)} support no common rebalance protocol"
+        )
+    return assignors
 
 
 def parse_acks(value: object) -> int:

@@ -5,17 +5,24 @@ A poll sends one FetchRequest per partition leader (as a consumer: replica id -1
 the leader epoch the client's metadata knows (KIP-320), so a fetch that reaches a deposed
 leader is fenced instead of returning records that may be truncated. Leader changes are
 handled by refreshing metadata and fetching again; an out-of-range position is reset as
-`auto_offset_reset` says. Consumer groups (subscribe, commit) are not implemented.
-Reference: Kafka's KafkaConsumer / Fetcher / SubscriptionState.
+`auto_offset_reset` says.
+
+With a `group_id` the consumer is a member of a consumer group (`_group.GroupMember`,
+Kafka's ConsumerCoordinator): `subscribe` to topics or a pattern and the group shares their
+partitions among its members; `commit` / auto-commit store the positions in the group, and
+a partition the group hands this member starts at the group's committed offset.
+Reference: Kafka's KafkaConsumer / Fetcher / SubscriptionState / ConsumerCoordinator.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import random
+import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -26,14 +33,24 @@ import transport
 from kcore import errors
 from kcore.client._config import (
     ClientConfigError,
+    check_assignors,
+    check_bool,
     check_choice,
+    check_group_id,
     check_int,
     check_no_unknown,
     parse_bootstrap,
     to_topic_partition,
 )
 from kcore.client._connections import Connections
+from kcore.client._group import (
+    ConsumerGroupMetadata,
+    GroupMember,
+    JoinResult,
+    partition_changes,
+)
 from kcore.client._metadata import MetadataManager
+from kcore.client.assignors import assignor_by_name
 from kcore.common import TopicPartition
 from kcore.log import CorruptRecordError, iter_records, split_valid_batches
 from kcore.protocol.api_keys import ApiKey
@@ -51,7 +68,7 @@ from kcore.protocol.data import (
 )
 from kcore.protocol.sizing import fetch_records_limit
 
-__all__ = ["Consumer", "ConsumerRecord"]
+__all__ = ["Consumer", "ConsumerGroupMetadata", "ConsumerRecord"]
 
 log = logging.getLogger("kcore.client.consumer")
 
@@ -68,6 +85,11 @@ _REFRESH_CODES = frozenset(
 )
 _OFFSET_OUT_OF_RANGE = errors.ERROR_CODES["OFFSET_OUT_OF_RANGE"]
 _RESETS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP}
+# Topics a pattern subscription never matches (Kafka's exclude.internal.topics=true).
+_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+# A rebalance listener: called with the partitions (sorted); may be async.
+Listener = Callable[[list[TopicPartition]], Awaitable[None] | None]
 
 
 @attrs.frozen
@@ -89,10 +111,15 @@ class _PartitionState:
     # The position once every buffered record is returned (the end of the fetched
     # batches); None when nothing is buffered.
     buffer_end: int | None = None
+    # The position comes from the group's committed offset (looked up lazily), else from
+    # auto_offset_reset.
+    needs_committed: bool = False
+    paused: bool = False
 
     def move_to(self, position: int | None, reset: str | None = None) -> None:
         """A seek: what was buffered for the old position is dropped."""
         self.position, self.reset = position, reset
+        self.needs_committed = False
         self.buffered.clear()
         self.buffer_end = None
 
@@ -109,11 +136,20 @@ _SETTINGS = (
     "retry_backoff_ms",
     "default_api_timeout_ms",
     "group_id",
+    "group_instance_id",
+    "session_timeout_ms",
+    "heartbeat_interval_ms",
+    "max_poll_interval_ms",
+    "partition_assignment_strategy",
+    "enable_auto_commit",
+    "auto_commit_interval_ms",
+    "metadata_max_age_ms",
 )
 
 
 class Consumer:
-    """A Kafka consumer with manual assignment (use it as `async with Consumer(...)`).
+    """A Kafka consumer (use it as `async with Consumer(...)`): manual assignment
+    (`assign`), or, with a `group_id`, a member of a consumer group (`subscribe`).
 
     `bootstrap`, `network` and `rng` as for the Producer (real TCP and a fresh
     random.Random when None).
@@ -123,13 +159,23 @@ class Consumer:
     `auto_offset_reset` ("earliest", the default here, where Kafka's is "latest": a test or
     a demo usually wants what was produced before it started; "latest"; or "none"),
     `request_timeout_ms`,
-    `retry_backoff_ms`, `default_api_timeout_ms` (how long `position`, `end_offsets` and
-    `beginning_offsets` retry). A fetch asks for at most `fetch_max_bytes` of records but
-    never more than a response frame can carry (`transport.DEFAULT_MAX_FRAME_BYTES`, 16 MiB,
-    less the response's envelope): Kafka's clients read responses of any size, kcore's
-    transport bounds them, so the default 50 MiB is capped there. `group_id` is refused
-    until consumer groups exist (a consumer that seemed to join a group but committed nothing
-    would lose its place).
+    `retry_backoff_ms`, `default_api_timeout_ms` (how long `position`, `end_offsets`,
+    `beginning_offsets`, `commit` and `committed` retry). A fetch asks for at most
+    `fetch_max_bytes` of records but never more than a response frame can carry
+    (`transport.DEFAULT_MAX_FRAME_BYTES`, 16 MiB, less the response's envelope): Kafka's
+    clients read responses of any size, kcore's transport bounds them, so the default 50 MiB
+    is capped there.
+
+    Groups (Kafka's defaults): `group_id`, `group_instance_id` (static membership: the
+    member keeps its partitions across a restart within the session timeout and sends no
+    LeaveGroup on close), `session_timeout_ms` (45000), `heartbeat_interval_ms` (3000),
+    `max_poll_interval_ms` (300000: also the rebalance timeout; a consumer that does not
+    poll that long leaves the group), `partition_assignment_strategy` (names or assignor
+    objects, a list or a comma-separated string; default "range,cooperative-sticky", which
+    rebalances eagerly; "cooperative-sticky" alone rebalances cooperatively),
+    `enable_auto_commit` (True; applies only with a group_id), `auto_commit_interval_ms`
+    (5000), `metadata_max_age_ms` (300000: how often the metadata is refreshed, which is
+    when a pattern subscription sees new topics).
     """
 
     def __init__(
@@ -149,6 +195,14 @@ class Consumer:
         retry_backoff_ms: int = 100,
         default_api_timeout_ms: int = 60000,
         group_id: str | None = None,
+        group_instance_id: str | None = None,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        partition_assignment_strategy: Any = "range,cooperative-sticky",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        metadata_max_age_ms: int = 300000,
         **unknown: Any,
     ) -> None:
         check_no_unknown("consumer", unknown, _SETTINGS)
@@ -171,11 +225,33 @@ class Consumer:
                 f"request_timeout_ms ({request_timeout_ms}) must be > fetch_max_wait_ms "
                 f"({fetch_max_wait_ms}): a long-polling fetch would time out"
             )
-        if group_id is not None:
+        self.group_id = check_group_id("group_id", group_id, allow_none=True)
+        self.group_instance_id = check_group_id(
+            "group_instance_id", group_instance_id, allow_none=True
+        )
+        if self.group_instance_id is not None and self.group_id is None:
             raise ClientConfigError(
-                f"group_id={group_id!r} is not supported yet: kcore has no consumer groups; "
-                "use assign() and seek()"
+                "group_instance_id is set but group_id is not: static membership is a "
+                "member of a group"
             )
+        self.session_timeout_ms = check_int("session_timeout_ms", session_timeout_ms, minimum=1)
+        self.heartbeat_interval_ms = check_int(
+            "heartbeat_interval_ms", heartbeat_interval_ms, minimum=1
+        )
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ClientConfigError(
+                f"heartbeat_interval_ms ({heartbeat_interval_ms}) must be lower than "
+                f"session_timeout_ms ({session_timeout_ms})"
+            )
+        self.max_poll_interval_ms = check_int(
+            "max_poll_interval_ms", max_poll_interval_ms, minimum=1
+        )
+        self.partition_assignment_strategy = check_assignors(
+            "partition_assignment_strategy", partition_assignment_strategy, assignor_by_name
+        )
+        self.enable_auto_commit = check_bool("enable_auto_commit", enable_auto_commit)
+        self.auto_commit_interval_ms = check_int("auto_commit_interval_ms", auto_commit_interval_ms)
+        self.metadata_max_age_ms = check_int("metadata_max_age_ms", metadata_max_age_ms)
         self.client_id = client_id
         self._network = network if network is not None else transport.TcpNetwork()
         self._rng = rng if rng is not None else random.Random()
@@ -184,11 +260,23 @@ class Consumer:
         self._connections: Connections | None = None
         self._metadata: MetadataManager | None = None
         self._metadata_stale = True
+        self._metadata_refreshed = -float("inf")
         self._nursery: trio.Nursery | None = None
         self._fetching: set[int] = set()  # leaders with a fetch in flight
         self._fetch_done = trio.Event()  # replaced each time a fetch finishes
         self._fetch_error: errors.KafkaError | None = None
+        self._wakeup = trio.Event()  # set when the group needs a waiting poll's attention
         self._closed = False
+        # subscribe(): the topics or the pattern, the matched topics, and the listeners
+        self._subscribed = False
+        self._topics: frozenset[str] = frozenset()
+        self._pattern: re.Pattern[str] | None = None
+        self._on_assign: Listener | None = None
+        self._on_revoke: Listener | None = None
+        self._on_lost: Listener | None = None
+        self._group: GroupMember | None = None
+        self._next_auto_commit = 0.0
+        self._auto_committing = False
 
     def __repr__(self) -> str:
         return f"<Consumer {self.client_id} assigned={sorted(map(str, self._assignment))}>"
@@ -217,30 +305,172 @@ class Consumer:
             request_timeout=self.request_timeout_ms / 1000,
             logger=log,
         )
+        if self.group_id is not None:
+            self._group = GroupMember(
+                self,
+                group_id=self.group_id,
+                group_instance_id=self.group_instance_id,
+                assignors=self.partition_assignment_strategy,
+                session_timeout_ms=self.session_timeout_ms,
+                rebalance_timeout_ms=self.max_poll_interval_ms,
+                heartbeat_interval_ms=self.heartbeat_interval_ms,
+                retry_backoff_ms=self.retry_backoff_ms,
+                request_timeout_ms=self.request_timeout_ms,
+                connections=self._connections,
+                metadata=self._metadata,
+                bootstrap=self.bootstrap,
+                rng=self._rng,
+                client_id=self.client_id,
+            )
+            self._group.start(nursery)
+            self._next_auto_commit = trio.current_time() + self.auto_commit_interval_ms / 1000
         return self
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> bool | None:
         assert self._stack is not None and self._connections is not None
-        self._closed = True
-        assert self._nursery is not None
-        self._nursery.cancel_scope.cancel()  # fetches still out
-        await self._connections.aclose()
+        try:
+            await self.close()
+        except BaseException as error:  # (e.g. Cancelled: the nursery must still exit)
+            await self._tear_down()
+            if not await self._stack.__aexit__(type(error), error, error.__traceback__):
+                raise
+            return None
+        await self._tear_down()
         return await self._stack.__aexit__(exc_type, exc, tb)
+
+    async def _tear_down(self) -> None:
+        assert self._nursery is not None and self._connections is not None
+        self._closed = True
+        self._nursery.cancel_scope.cancel()  # fetches still out, the group's tasks
+        await self._connections.aclose()
+
+    async def close(self) -> None:
+        """Closes the consumer; a group member first commits its positions (with
+        enable_auto_commit), gives its partitions up (`on_revoke`) and leaves the group
+        (LeaveGroup; a static member sends none, as Kafka's). Bounded by
+        request_timeout_ms. A consumer cancelled instead (its task's scope cancelled)
+        stops like a crashed one: the group notices by the session timeout.
+        `async with` calls it on exit."""
+        if self._closed or self._metadata is None:
+            self._closed = True
+            return
+        group = self._group
+        try:
+            if group is not None:
+                with trio.move_on_after(self.request_timeout_ms / 1000):
+                    try:
+                        if self.enable_auto_commit:
+                            await self._commit_sync_quietly("the consumer is closing")
+                        if self._subscribed:
+                            await self._give_up(
+                                self.owned_partitions(),
+                                lost=group.generation_id == -1,
+                            )
+                        await group.leave("the consumer is closing")
+                    except errors.KafkaError as exc:
+                        log.warning("%s: closing the group membership: %s", self.client_id, exc)
+        finally:
+            self._closed = True
+            if group is not None:
+                group.close()
 
     # -- assignment and positions ------------------------------------------------------
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        raise NotImplementedError(
-            "consumer groups are not implemented: use assign([(topic, partition), ...]) "
-            "(manual assignment) instead of subscribe"
-        )
+    def subscribe(
+        self,
+        topics: Iterable[str] | str | re.Pattern[str],
+        *,
+        on_assign: Listener | None = None,
+        on_revoke: Listener | None = None,
+        on_lost: Listener | None = None,
+    ) -> None:
+        """Joins the group (at the next poll) for `topics` (names) or a compiled regex
+        `pattern` (matched, whole name, against the cluster's topics at each metadata
+        refresh; internal topics never match). Replaces an earlier subscription.
+
+        Listeners (Kafka's ConsumerRebalanceListener; plain or async functions, given a
+        sorted list of partitions) run inside `poll` (and `close` / `unsubscribe`):
+        `on_revoke` before partitions are given up (eager: all of them at each rebalance;
+        cooperative: only those that move to another member), `on_assign` after the group
+        assigned partitions (the newly added ones; called after each rebalance, possibly
+        with none), `on_lost` when partitions were lost without a chance to commit (the
+        member fell out of the group; default: `on_revoke`)."""
+        if self.group_id is None:
+            raise errors.InvalidGroupIdError(
+                "subscribe needs a group_id (a consumer group shares the partitions); "
+                "without one, use assign()"
+            )
+        if self._assignment and not self._subscribed:
+            raise RuntimeError(
+                "subscribe: the consumer has manually assigned partitions; subscription to "
+                "topics, partitions and pattern are mutually exclusive (unsubscribe first)"
+            )
+        if isinstance(topics, re.Pattern):
+            self._pattern, self._topics = topics, frozenset()
+        else:
+            if isinstance(topics, str):
+                topics = [topics]
+            names = list(topics)
+            for name in names:
+                if not isinstance(name, str) or not name.strip():
+                    raise ValueError(f"subscribe: bad topic name {name!r}")
+            self._pattern, self._topics = None, frozenset(names)
+        self._subscribed = True
+        self._on_assign, self._on_revoke, self._on_lost = on_assign, on_revoke, on_lost
+        self._metadata_stale = True
+        if self._pattern is not None:
+            self._match_pattern()
+        if self._group is not None:
+            self._group.subscription_changed()
+
+    async def unsubscribe(self) -> None:
+        """Gives up the subscribed partitions (`on_revoke`), leaves the group, and clears
+        the subscription and any manual assignment."""
+        if self._subscribed and self._group is not None:
+            await self._give_up(self.owned_partitions(), lost=self._group.generation_id == -1)
+            await self._group.leave("the consumer unsubscribed")
+        self._subscribed = False
+        self._topics, self._pattern = frozenset(), None
+        self._assignment = {}
+
+    def subscription(self) -> set[str]:
+        """The subscribed topics (a pattern's current matches)."""
+        return set(self._topics) if self._subscribed else set()
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Kafka's groupMetadata(): the group id, generation and member id right now."""
+        if self._group is None:
+            raise errors.InvalidGroupIdError("the consumer has no group_id")
+        return self._group.group_metadata()
 
     def assign(self, partitions: Iterable[Any]) -> None:
         """Replaces the assignment; partitions kept keep their positions, new ones start
-        where `auto_offset_reset` says unless `seek` is called."""
+        where `seek` says, else (with a group_id) at the group's committed offset, else where
+        `auto_offset_reset` says."""
+        if self._subscribed:
+            raise RuntimeError(
+                "assign: the consumer is subscribed; subscription to topics, partitions and "
+                "pattern are mutually exclusive (unsubscribe first)"
+            )
         tps = [to_topic_partition(p) for p in partitions]
-        self._assignment = {tp: self._assignment.get(tp) or _PartitionState() for tp in tps}
+        self._assignment = {tp: self._assignment.get(tp) or self._new_state() for tp in tps}
         self._metadata_stale = True
+
+    def _new_state(self) -> _PartitionState:
+        return _PartitionState(needs_committed=self.group_id is not None)
+
+    def pause(self, partitions: Iterable[Any]) -> None:
+        """No records of these partitions until `resume` (their positions stay)."""
+        for p in partitions:
+            self._state(p).paused = True
+
+    def resume(self, partitions: Iterable[Any]) -> None:
+        for p in partitions:
+            self._state(p).paused = False
+        self.wake()
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, state in self._assignment.items() if state.paused}
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._assignment)
@@ -315,6 +545,232 @@ class Consumer:
             f"looked up within default_api_timeout_ms={self.default_api_timeout_ms}"
         )
 
+    # -- offsets of the group -----------------------------------------------------------
+
+    def _require_group(self, what: str) -> GroupMember:
+        self._check_open()
+        if self._group is None:
+            raise errors.InvalidGroupIdError(
+                f"{what} needs a group_id (offsets are kept per group)"
+            )
+        return self._group
+
+    def _consumed(self) -> dict[TopicPartition, int]:
+        """The positions of the assigned partitions that have one (Kafka's allConsumed)."""
+        return {
+            tp: state.position
+            for tp, state in sorted(self._assignment.items())
+            if state.position is not None
+        }
+
+    async def commit(self, offsets: Mapping[Any, int] | None = None) -> None:
+        """Commits `offsets` ({partition: offset of the next record to read}), or the
+        current positions of all assigned partitions, to the group; waits until stored
+        (retrying retriable errors up to default_api_timeout_ms). A subscribed member
+        commits in its generation: a commit after the group moved on fails with
+        CommitFailedError (RebalanceInProgressError while it is rebalancing: poll, then
+        commit again); manually assigned partitions commit with generation -1."""
+        self._require_group("commit")
+        if offsets is None:
+            wanted = self._consumed()
+        else:
+            wanted = {}
+            for p, offset in offsets.items():
+                if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                    raise ValueError(f"commit: offset of {p} must be an int >= 0, got {offset!r}")
+                wanted[to_topic_partition(p)] = offset
+        if wanted:
+            await self._commit(wanted)
+
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        group = self._group
+        assert group is not None
+        generation = None
+        if self._subscribed:
+            generation = group.generation_if_stable()
+            if generation is None:
+                if group.rebalance_in_progress:
+                    raise errors.RebalanceInProgressError(
+                        f"group {self.group_id} is rebalancing: poll to complete the "
+                        "rebalance, then commit again"
+                    )
+                raise errors.CommitFailedError(
+                    f"this consumer is not part of an active generation of group "
+                    f"{self.group_id}: poll to rejoin"
+                )
+        deadline = trio.current_time() + self.default_api_timeout_ms / 1000
+        await group.commit(offsets, generation=generation, deadline=deadline)
+
+    async def _commit_sync_quietly(self, why: str) -> None:
+        offsets = self._consumed()
+        if not offsets:
+            return
+        try:
+            await self._commit(offsets)
+        except errors.KafkaError as exc:
+            log.warning("%s: committing offsets (%s) failed: %s", self.client_id, why, exc)
+
+    def _maybe_auto_commit(self) -> None:
+        group = self._group
+        if group is None or not self.enable_auto_commit or self._auto_committing:
+            return
+        now = trio.current_time()
+        if now < self._next_auto_commit:
+            return
+        self._next_auto_commit = now + self.auto_commit_interval_ms / 1000
+        offsets = self._consumed()
+        if not offsets or (self._subscribed and group.generation_if_stable() is None):
+            return
+        assert self._nursery is not None
+        self._auto_committing = True
+        self._nursery.start_soon(self._auto_commit, offsets)
+
+    async def _auto_commit(self, offsets: dict[TopicPartition, int]) -> None:
+        try:
+            await self._commit(offsets)
+        except errors.KafkaError as exc:
+            log.warning("%s: auto-commit of offsets failed: %s", self.client_id, exc)
+        finally:
+            self._auto_committing = False
+
+    async def committed(self, partitions: Any) -> Any:
+        """The group's committed offset of one partition (None when nothing is committed),
+        or {partition: offset or None} for an iterable of partitions."""
+        group = self._require_group("committed")
+        single = isinstance(partitions, TopicPartition) or (
+            isinstance(partitions, tuple)
+            and len(partitions) == 2
+            and isinstance(partitions[0], str)
+        )
+        tps = (
+            [to_topic_partition(partitions)]
+            if single
+            else [to_topic_partition(p) for p in partitions]
+        )
+        found = None
+        with trio.move_on_after(self.default_api_timeout_ms / 1000):
+            while True:
+                found = await group.fetch_committed(tps)
+                if found is not None:
+                    break
+                await trio.sleep(self.retry_backoff_ms / 1000)
+        if found is None:
+            raise errors.RequestTimedOutError(
+                f"the committed offsets of group {self.group_id} could not be fetched within "
+                f"default_api_timeout_ms={self.default_api_timeout_ms}"
+            )
+        return found.get(tps[0]) if single else {tp: found.get(tp) for tp in tps}
+
+    # -- the group's hooks (kcore.client._group.GroupHost) --------------------------------
+
+    def group_subscription(self) -> frozenset[str]:
+        return self._topics if self._subscribed else frozenset()
+
+    def owned_partitions(self) -> list[TopicPartition]:
+        return list(self._assignment) if self._subscribed else []
+
+    def wake(self) -> None:
+        wakeup, self._wakeup = self._wakeup, trio.Event()
+        wakeup.set()
+
+    async def partitions_per_topic(self, topics: Iterable[str]) -> dict[str, int]:
+        assert self._metadata is not None
+        names = sorted(set(topics))
+        try:
+            await self._metadata.refresh(names)
+        except errors.KafkaError as exc:
+            log.warning("%s: metadata refresh for the assignment failed: %s", self.client_id, exc)
+        found = {}
+        for name in names:
+            topic = self._metadata.cluster.topic(name)
+            if topic is not None and topic.num_partitions:
+                found[name] = topic.num_partitions
+        return found
+
+    async def prepare_rebalance(self, *, generation_valid: bool, eager: bool) -> None:
+        """Kafka's onJoinPrepare: commit the positions (auto-commit), then give up all the
+        partitions (eager), only those no longer subscribed (cooperative), or report them
+        lost (the member fell out of its generation: too late to commit)."""
+        if generation_valid and self.enable_auto_commit:
+            await self._commit_sync_quietly("before rebalancing")
+        owned = self.owned_partitions()
+        if not generation_valid:
+            await self._give_up(owned, lost=True)
+        elif eager:
+            await self._give_up(owned, lost=False)
+        else:
+            await self._give_up([tp for tp in owned if tp.topic not in self._topics], lost=False)
+
+    async def complete_rebalance(self, result: JoinResult, *, eager: bool) -> None:
+        """Kafka's onJoinComplete: revoke what moved away (cooperative; then rejoin so the
+        follow-up rebalance can give it to its new owner), take the new assignment (new
+        partitions start at the committed offsets), and call on_assign with what was
+        added."""
+        assigned = list(result.assignment.partitions)
+        revoked, added = partition_changes(self.owned_partitions(), assigned)
+        if revoked:
+            if self.enable_auto_commit:
+                kept = self._consumed()
+                offsets = {tp: kept[tp] for tp in revoked if tp in kept}
+                if offsets:
+                    try:
+                        await self._commit(offsets)
+                    except errors.KafkaError as exc:
+                        log.warning("%s: commit before revoking: %s", self.client_id, exc)
+            await self._give_up(revoked, lost=False)
+            if not eager and self._group is not None:
+                self._group.request_rejoin(
+                    "partitions were revoked: the follow-up rebalance assigns them"
+                )
+        self._assignment = {tp: self._assignment.get(tp) or self._new_state() for tp in assigned}
+        self._metadata_stale = True
+        await _call_listener(self._on_assign, added, "on_assign")
+        self.wake()
+
+    async def _give_up(self, partitions: list[TopicPartition], *, lost: bool) -> None:
+        if not partitions:
+            return
+        listener = (self._on_lost or self._on_revoke) if lost else self._on_revoke
+        log.info(
+            "%s: %s %s",
+            self.client_id,
+            "lost" if lost else "revoking",
+            ", ".join(map(str, sorted(partitions))),
+        )
+        try:
+            await _call_listener(listener, sorted(partitions), "on_lost" if lost else "on_revoke")
+        finally:
+            for tp in partitions:
+                self._assignment.pop(tp, None)
+
+    def _match_pattern(self) -> None:
+        if self._pattern is None or self._metadata is None:
+            return
+        matched = frozenset(
+            name
+            for name in self._metadata.cluster.topics
+            if name not in _INTERNAL_TOPICS and self._pattern.fullmatch(name)
+        )
+        if matched != self._topics:
+            self._topics = matched
+            if self._group is not None:
+                self._group.subscription_changed()
+
+    async def _maintain_group(self, deadline: float) -> None:
+        group = self._group
+        assert group is not None
+        group.raise_fatal()
+        if self._subscribed:
+            age = trio.current_time() - self._metadata_refreshed
+            if age > self.metadata_max_age_ms / 1000:
+                self._metadata_stale = True
+            if self._metadata_stale and self._pattern is not None:
+                with trio.move_on_at(deadline):
+                    await self._refresh_metadata()
+            idle = all(state.paused for state in self._assignment.values())
+            await group.ensure_active(deadline, wait=idle)
+        self._maybe_auto_commit()
+
     # -- polling -----------------------------------------------------------------------
 
     async def poll(self, timeout: float = 1.0) -> list[ConsumerRecord]:
@@ -323,28 +779,51 @@ class Consumer:
         within `timeout` seconds. Raises `OffsetOutOfRangeError` when a position is out of
         range and auto_offset_reset='none', and non-retriable fetch errors.
 
+        A group member's poll also takes part in the group: it rebalances (running the
+        listeners), auto-commits, and counts for max_poll_interval_ms.
+
         Fetches may outlive the poll that sent them; their records wait for the next poll.
         `timeout=0` returns what earlier fetches buffered and sends new fetches, but does not
         wait for a metadata refresh or a position lookup: give a first poll some time."""
+        return await self._poll(timeout, self.max_poll_records)
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        """`async for record in consumer`: one record at a time (a record's position is
+        consumed, for commits, when it is handed out); ends when the consumer is closed."""
+        while True:
+            if self._closed:
+                raise StopAsyncIteration
+            records = await self._poll(1.0, 1)
+            if records:
+                return records[0]
+
+    async def _poll(self, timeout: float, max_records: int) -> list[ConsumerRecord]:
         self._check_open()
+        if self._group is not None:
+            self._group.note_poll()
         deadline = trio.current_time() + max(0.0, timeout)
         while True:
             self._raise_fetch_error()
-            records = self._drain_buffered()
+            if self._group is not None:
+                await self._maintain_group(deadline)
+            records = self._drain_buffered(max_records)
             if records:
                 return records
             started = trio.current_time()
             with trio.move_on_at(deadline):
                 await self._resolve_positions(retry=False)
-                fetch_done = self._fetch_done
+                fetch_done, wakeup = self._fetch_done, self._wakeup
                 if await self._send_fetches(deadline) or self._fetching:
                     await fetch_done.wait()
                 elif self._metadata_stale:
                     await self._refresh_metadata()
                 else:
-                    await trio.sleep_until(deadline)  # nothing to fetch: wait out the poll
+                    await wakeup.wait()  # nothing to fetch: wait out the poll, or the group
             self._raise_fetch_error()
-            records = self._drain_buffered()
+            records = self._drain_buffered(max_records)
             if records:
                 return records
             now = trio.current_time()
@@ -365,11 +844,13 @@ class Consumer:
         if self._metadata is None:
             raise RuntimeError("use the consumer as `async with Consumer(...) as consumer:`")
 
-    def _drain_buffered(self) -> list[ConsumerRecord]:
+    def _drain_buffered(self, max_records: int) -> list[ConsumerRecord]:
         records: list[ConsumerRecord] = []
         for tp in sorted(self._assignment):
             state = self._assignment[tp]
-            while state.buffered and len(records) < self.max_poll_records:
+            if state.paused:
+                continue
+            while state.buffered and len(records) < max_records:
                 record = state.buffered.popleft()
                 records.append(record)
                 state.position = record.offset + 1
@@ -378,15 +859,29 @@ class Consumer:
         return records
 
     async def _refresh_metadata(self, also: Iterable[TopicPartition] = ()) -> None:
-        """Metadata of the assigned topics, and of `also`'s (offsets asked for partitions
-        that are not assigned)."""
+        """Metadata of the assigned and subscribed topics (every topic for a pattern), and
+        of `also`'s (offsets asked for partitions that are not assigned)."""
         assert self._metadata is not None
-        topics = sorted({tp.topic for tp in self._assignment} | {tp.topic for tp in also})
+        topics: list[str] | None = sorted(
+            {tp.topic for tp in self._assignment}
+            | {tp.topic for tp in also}
+            | (set(self._topics) if self._subscribed else set())
+        )
+        if self._subscribed and self._pattern is not None:
+            topics = None
         try:
-            await self._metadata.refresh(topics)
+            cluster = await self._metadata.refresh(topics)
             self._metadata_stale = False
+            self._metadata_refreshed = trio.current_time()
         except errors.KafkaError as exc:
             log.warning("%s: metadata refresh failed: %s", self.client_id, exc)
+            return
+        if self._subscribed:
+            self._match_pattern()
+            if self._group is not None:
+                self._group.metadata_changed(
+                    {name: t.num_partitions for name, t in cluster.topics.items()}
+                )
 
     async def _leaders(self) -> dict[TopicPartition, int]:
         """The leader of each assigned partition that has a known one."""
@@ -403,28 +898,65 @@ class Consumer:
                 leaders[tp] = leader
         return leaders
 
+    async def _positions_from_committed(self) -> None:
+        """Partitions whose position comes from the group: OffsetFetch; those with a
+        committed offset start there, the others where auto_offset_reset says."""
+        if self._group is None:
+            return
+        pending = [
+            tp
+            for tp, state in sorted(self._assignment.items())
+            if state.position is None and state.needs_committed
+        ]
+        if not pending:
+            return
+        found = await self._group.fetch_committed(pending)
+        if found is None:
+            return
+        for tp in pending:
+            state = self._assignment.get(tp)
+            if state is None or state.position is not None or not state.needs_committed:
+                continue
+            offset = found.get(tp)
+            if offset is None:
+                state.needs_committed = False
+            else:
+                log.info("%s: %s starts at its committed offset %d", self.client_id, tp, offset)
+                state.move_to(offset)
+
     async def _resolve_positions(self, *, retry: bool) -> None:
         """Looks up the positions of partitions that have none (pending seeks to the
-        beginning / end, new assignments): ListOffsets to their leaders."""
+        beginning / end, new assignments): the group's committed offsets, else
+        ListOffsets to their leaders."""
         while True:
+            await self._positions_from_committed()
+            pending_committed = any(
+                state.position is None and state.needs_committed
+                for state in self._assignment.values()
+            )
             wanted = {}
             for tp, state in sorted(self._assignment.items()):
-                if state.position is not None:
+                if state.position is not None or state.needs_committed:
                     continue
                 strategy = state.reset or self.auto_offset_reset
                 if strategy == "none":
-                    raise errors.OffsetOutOfRangeError(
-                        f"{tp} has no position and auto_offset_reset='none': seek first"
+                    committed = " nor a committed offset" if self._group is not None else ""
+                    raise errors.NoOffsetForPartitionError(
+                        f"{tp} has no position{committed} and auto_offset_reset='none': seek first",
+                        partitions=(tp,),
                     )
                 wanted[tp] = _RESETS[strategy]
             if not wanted:
-                return
+                if not retry or not pending_committed:
+                    return
+                await trio.sleep(self.retry_backoff_ms / 1000)
+                continue
             found = await self._list_offsets(wanted)
             for tp, offset in found.items():
                 state = self._assignment.get(tp)
                 if state is not None and state.position is None:
                     state.move_to(offset)
-            if not retry or len(found) == len(wanted):
+            if not retry or (len(found) == len(wanted) and not pending_committed):
                 return
 
     async def _list_offsets(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
@@ -491,7 +1023,9 @@ class Consumer:
         by_leader: dict[int, list[FetchPartition]] = {}
         for tp, leader in leaders.items():
             state = self._assignment[tp]
-            if state.position is None or state.buffered or leader in self._fetching:
+            if state.position is None or state.buffered or state.paused:
+                continue
+            if leader in self._fetching:
                 continue
             by_leader.setdefault(leader, []).append(
                 FetchPartition(
@@ -640,3 +1174,14 @@ class Consumer:
             return True
         state.position = end  # only records below the position: skip past them
         return False
+
+
+async def _call_listener(
+    listener: Listener | None, partitions: list[TopicPartition], what: str
+) -> None:
+    """A rebalance listener, plain or async; its error propagates (out of the poll)."""
+    if listener is None:
+        return
+    result = listener(partitions)
+    if inspect.isawaitable(result):
+        await result

@@ -5,8 +5,10 @@ topic's records on standard output, a value per line.
         --max-messages 10 --property print.key=true --property key.separator=:
     kcore console-consumer --bootstrap-server HOST:PORT --topic T --partition 0 --offset 42
 
-kcore has no consumer groups yet, so `--group` is refused: the tool reads every partition of
-the topic (or `--partition`) by assignment, from the end (from the start with
+With `--group` the tool joins that consumer group and reads the partitions the group gives
+it, from the group's committed offsets (where there are none, from the end, or the start
+with `--from-beginning`), committing as it goes and when it stops. Without, it reads every
+partition of the topic (or `--partition`) by assignment, from the end (from the start with
 `--from-beginning`, from `--offset` of one partition). `--property` configures the output as
 Kafka's DefaultMessageFormatter (`print.key`, `print.value`, `print.partition`,
 `print.offset`, `print.timestamp`, `print.headers`, `key.separator`, `line.separator`,
@@ -59,12 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--consumer-property",
         "a consumer setting, e.g. fetch.max.wait.ms=100 (repeatable)",
     )
-    parser.add_argument("--group", help="refused: kcore has no consumer groups yet")
+    parser.add_argument("--group", help="the consumer group to consume in")
 
 
 def check(args: argparse.Namespace) -> None:
     key_values(args.property, "--property")
     key_values(args.consumer_property, "--consumer-property")
+    if args.group is not None and (args.partition is not None or args.offset is not None):
+        raise UsageError("Options group and partition/offset cannot be specified together.")
     if args.offset is not None:
         if args.partition is None:
             raise UsageError("The partition is required when offset is specified.")
@@ -129,13 +133,10 @@ class RecordFormat:
 
 
 async def run(args: argparse.Namespace) -> int:
-    if args.group is not None:
-        raise ToolError(
-            f"--group {args.group} is not supported yet: kcore has no consumer groups; the "
-            "tool reads the topic's partitions by assignment (leave out --group)"
-        )
     record_format = RecordFormat.from_properties(key_values(args.property, "--property"))
-    settings = {"client_id": "console-consumer"}
+    settings: dict[str, object] = {"client_id": "console-consumer"}
+    if args.group is not None:
+        settings["group_id"] = args.group
     # Kafka's console consumer resets a position out of range as its start says.
     settings["auto_offset_reset"] = "earliest" if _starts_earliest(args) else "latest"
     settings.update(
@@ -157,9 +158,12 @@ async def run(args: argparse.Namespace) -> int:
     consumed = Consumed()
     try:
         async with Consumer(args.bootstrap_server, **settings) as consumer:
-            tps = [TopicPartition(args.topic, p) for p in partitions]
-            consumer.assign(tps)
-            _position(consumer, tps, args)
+            if args.group is not None:
+                consumer.subscribe([args.topic])
+            else:
+                tps = [TopicPartition(args.topic, p) for p in partitions]
+                consumer.assign(tps)
+                _position(consumer, tps, args)
             await _consume(consumer, args, record_format, sys.stdout.buffer, consumed)
     finally:
         # Kafka reports the count however the consumer stopped (Ctrl-C included).

@@ -7,6 +7,7 @@ import pytest
 import transport
 from kcore.client import Admin, ClientConfigError, Consumer
 from kcore.client._config import parse_acks, parse_bootstrap
+from kcore.client.assignors import RebalanceProtocol
 
 
 @pytest.mark.parametrize(
@@ -51,7 +52,25 @@ def test_admin_rejects_unknown_settings():
         Admin("h:1", network=transport.SimNetwork(0), rng=random.Random(0), request_timeout=5)
 
 
-def test_consumer_refuses_a_group_it_cannot_join():
-    # Accepting group_id while joining no group would let a user believe offsets are kept.
-    with pytest.raises(ClientConfigError, match="group_id='orders' is not supported yet"):
-        Consumer("127.0.0.1:9092", group_id="orders")
+def test_consumer_group_settings_are_checked():
+    Consumer("127.0.0.1:9092", group_id="orders")  # a group member
+    with pytest.raises(ClientConfigError, match="group_instance_id is set but group_id"):
+        Consumer("127.0.0.1:9092", group_instance_id="a")
+    with pytest.raises(ClientConfigError, match="group_id must be a non-empty string"):
+        Consumer("127.0.0.1:9092", group_id="")
+    with pytest.raises(ClientConfigError, match="heartbeat_interval_ms"):
+        Consumer("h:1", group_id="g", heartbeat_interval_ms=10000, session_timeout_ms=6000)
+    with pytest.raises(ClientConfigError, match="unknown partition assignor 'sticky'"):
+        Consumer("h:1", group_id="g", partition_assignment_strategy="sticky")
+
+    class CooperativeOnly:
+        name = "coop-only"
+        supported_protocols = (RebalanceProtocol.COOPERATIVE,)
+
+        def assign(self, partitions_per_topic, subscriptions):
+            return {}
+
+    with pytest.raises(ClientConfigError, match="no common rebalance protocol"):
+        Consumer("h:1", group_id="g", partition_assignment_strategy=["range", CooperativeOnly()])
+    with pytest.raises(ClientConfigError, match="enable_auto_commit must be True or False"):
+        Consumer("h:1", group_id="g", enable_auto_commit="yes")

@@ -182,9 +182,9 @@ async def test_max_poll_records_keeps_the_rest_for_the_next_poll(
     assert len(fake_cluster.requests_of(ApiKey.FETCH)) == 1
 
 
-async def test_subscribe_is_not_supported(fake_cluster, client_args, autojump_clock):
+async def test_subscribe_needs_a_group(fake_cluster, client_args, autojump_clock):
     async with Consumer(fake_cluster.bootstrap, **client_args) as consumer:
-        with pytest.raises(NotImplementedError, match="assign"):
+        with pytest.raises(errors.InvalidGroupIdError, match="assign"):
             consumer.subscribe(["t"])
 
 
