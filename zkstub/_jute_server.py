@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -39,7 +39,28 @@ from zkstub._types import CheckOp, CreateOp, DeleteOp, SetDataOp, Stat, WatchedE
 
 if TYPE_CHECKING:
     from zkstub._connections import GuardedConnection
-    from zkstub._server import ZkServer
+    from zkstub._sessions import Session
+    from zkstub._tree import DataTree
+
+
+class ZkServer(Protocol):
+    """What a jute connection uses of `zkstub._server.ZkServer` (named here, not imported:
+    the server imports this module)."""
+
+    tree: DataTree
+    jute_maxbuffer: int
+
+    def open_session(self, timeout: object, session_id: int, password: bytes) -> Session: ...
+    def attach(self, session_id: int, deliver: Any) -> None: ...
+    def detach(self, session_id: int, deliver: Any) -> None: ...
+    def attach_connection(self, session_id: int, connection: Any) -> None: ...
+    def detach_connection(self, session_id: int, connection: Any) -> None: ...
+    def handle(self, session_id: int, op: str, args: list[Any]) -> Any: ...
+    def ping(self, session_id: int) -> None: ...
+    def close_session(self, session_id: int) -> None: ...
+    def set_watches(self, session_id: int, request: Any) -> None: ...
+    async def sync(self) -> None: ...
+
 
 logger = logging.getLogger("zkstub.jute")
 

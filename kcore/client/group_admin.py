@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -23,7 +23,27 @@ from kcore.protocol.data import (
 )
 
 if TYPE_CHECKING:
-    from kcore.client.admin import Admin, _Session
+    from kcore.client._connections import Address, Connections
+    from kcore.client._metadata import MetadataManager
+
+
+class _Session(Protocol):
+    """An Admin call's connections and metadata (`admin._Session`)."""
+
+    connections: Connections
+    metadata: MetadataManager
+
+
+class Admin(Protocol):
+    """What these calls use of `kcore.client.Admin` (named here, not imported: the Admin
+    imports this module)."""
+
+    client_id: str
+    request_timeout_ms: int
+    retry_backoff_ms: int
+
+    async def _broker_address(self, session: Any, node_id: int | None) -> Address: ...
+
 
 log = logging.getLogger("kcore.client.admin")
 
