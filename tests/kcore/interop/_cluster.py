@@ -128,6 +128,37 @@ def _knows_the_cluster(address: str, broker_ids: set[int]) -> bool:
     return known == broker_ids and metadata["controller_id"] in broker_ids
 
 
+def _metadata(address: str, topics: list[str]) -> dict:
+    """A Metadata v1 answer of the broker at `address` (Kafka's protocol) for `topics`."""
+    from kcore.protocol import kafka as codec
+
+    host, port = address.rsplit(":", 1)
+    asked = {"topics": [{"name": t} for t in topics]}
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(codec.encode_request(3, 1, 1, "interop-setup", asked))
+        (size,) = struct.unpack(">i", _receive(sock, 4))
+        _, metadata = codec.decode_response(3, 1, _receive(sock, size))
+    return metadata
+
+
+def wait_until_every_broker_knows(cluster: KafkaCluster, topic: str, partitions: int) -> None:
+    """A new topic reaches each broker's metadata in turn; a client asking a broker that has
+    not heard of it yet sees no partitions (librdkafka and kafka-python then assign nothing
+    in a group until their next metadata refresh, minutes later by default)."""
+
+    def known_everywhere() -> bool:
+        for broker in cluster.brokers.values():
+            if broker.process is None or broker.process.poll() is not None:
+                continue
+            (described,) = _metadata(broker.address, [topic])["topics"]
+            leaders = [p["leader_id"] for p in described["partitions"]]
+            if described["error_code"] or len(leaders) != partitions or min(leaders) < 0:
+                return False
+        return True
+
+    wait_for(known_everywhere, f"every broker's metadata to show {topic}")
+
+
 def _receive(sock: socket.socket, count: int) -> bytes:
     data = b""
     while len(data) < count:

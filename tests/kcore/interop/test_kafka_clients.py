@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from ._cluster import wait_for
+from ._cluster import wait_for, wait_until_every_broker_knows
 
 
 def _new_topic() -> str:
@@ -26,6 +26,7 @@ def _create_topic(cluster, name: str, partitions: int = 3, replication_factor: i
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     futures = admin.create_topics([NewTopic(name, partitions, replication_factor)])
     futures[name].result(timeout=60)
+    wait_until_every_broker_knows(cluster, name, partitions)
 
 
 def _consume_all(cluster, topic: str, partitions: int, expected: int) -> list:
@@ -288,6 +289,7 @@ def test_confluent_kafka_adds_partitions_that_take_records(kafka_cluster, requir
     topic = _new_topic()
     _create_topic(kafka_cluster, topic, partitions=1, replication_factor=2)
     admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=60)
+    wait_until_every_broker_knows(kafka_cluster, topic, 3)
     partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
     assert sorted(partitions) == [0, 1, 2]
     assert all(len(p.replicas) == 2 and p.leader in p.replicas for p in partitions.values())
