@@ -9,8 +9,10 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import trio
@@ -165,3 +167,58 @@ async def run_real_zookeeper(
         yield real
     finally:
         await real.stop()
+
+
+class RealZooKeeperThread:
+    """`run_real_zookeeper` in a thread of its own, with its own Trio loop, from `start()` to
+    `stop()`: for test suites where each test runs in a fresh `trio.run` but a JVM should
+    start once. `real` is the RealZooKeeper; `await call(fn, *args)` runs `fn(*args)` in
+    the server's loop from another one (to expire a session, to restart the server)."""
+
+    def __init__(self, data_dir: Path | str, *, tick_ms: int = 2000) -> None:
+        self._data_dir = Path(data_dir)
+        self._tick_ms = tick_ms
+        self._ready = threading.Event()
+        self._stop: trio.Event | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self.real: RealZooKeeper | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="real-zookeeper", daemon=True)
+
+    @property
+    def connect_string(self) -> str:
+        assert self.real is not None
+        return self.real.connect_string
+
+    def _run(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as error:  # reported by start()
+            self.error = error
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._stop = trio.Event()
+        self._token = trio.lowlevel.current_trio_token()
+        async with run_real_zookeeper(self._data_dir, tick_ms=self._tick_ms) as real:
+            self.real = real
+            self._ready.set()
+            await self._stop.wait()
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(timeout=READY_TIMEOUT * 4)
+        if self.real is None:
+            raise RuntimeError(f"real ZooKeeper did not start: {self.error!r}")
+
+    async def call(self, async_fn: Any, *args: Any) -> Any:
+        token = self._token
+        return await trio.to_thread.run_sync(
+            lambda: trio.from_thread.run(async_fn, *args, trio_token=token)
+        )
+
+    def stop(self) -> None:
+        if self._token is not None and self._stop is not None:
+            with contextlib.suppress(trio.RunFinishedError):
+                trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
+        self._thread.join(timeout=60)

@@ -7,9 +7,16 @@ conformance suite and the zk-ops benchmark. The server listens on 127.0.0.1 only
 
 from zkstub._real_server import (
     RealZooKeeper,
+    RealZooKeeperThread,
     find_zookeeper_classpath,
     java_available,
     run_real_zookeeper,
 )
 
-__all__ = ["RealZooKeeper", "find_zookeeper_classpath", "java_available", "run_real_zookeeper"]
+__all__ = [
+    "RealZooKeeper",
+    "RealZooKeeperThread",
+    "find_zookeeper_classpath",
+    "java_available",
+    "run_real_zookeeper",
+]

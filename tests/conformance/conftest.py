@@ -15,7 +15,6 @@ import importlib
 import importlib.util
 import re
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
@@ -34,56 +33,6 @@ def _testing_module():
     return importlib.import_module("zkstub.testing")
 
 
-class _RealServerThread:
-    """Runs `zkstub.testing.run_real_zookeeper` in a background Trio loop until stopped."""
-
-    def __init__(self, testing, data_dir: Path) -> None:
-        self._testing = testing
-        self._data_dir = data_dir
-        self._ready = threading.Event()
-        self._stop: trio.Event | None = None
-        self._token = None
-        self.real = None
-        self.connect_string = ""
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="real-zookeeper", daemon=True)
-
-    def _run(self) -> None:
-        try:
-            trio.run(self._main)
-        except BaseException as error:  # reported to the tests, which then fail
-            self.error = error
-            self._ready.set()
-
-    async def _main(self) -> None:
-        self._stop = trio.Event()
-        self._token = trio.lowlevel.current_trio_token()
-        async with self._testing.run_real_zookeeper(self._data_dir) as real:
-            self.real = real
-            self.connect_string = real.connect_string
-            self._ready.set()
-            await self._stop.wait()
-
-    def start(self) -> None:
-        self._thread.start()
-        self._ready.wait(timeout=120)
-        if self.error is not None:
-            raise RuntimeError(f"real ZooKeeper did not start: {self.error!r}")
-
-    async def call(self, async_fn, *args):
-        """Run `async_fn(*args)` in the real server's own Trio loop, from a test's loop."""
-        token = self._token
-        return await trio.to_thread.run_sync(
-            lambda: trio.from_thread.run(async_fn, *args, trio_token=token)
-        )
-
-    def stop(self) -> None:
-        if self._token is not None and self._stop is not None:
-            with contextlib.suppress(trio.RunFinishedError):
-                trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-        self._thread.join(timeout=60)
-
-
 @pytest.fixture(scope="session")
 def real_zookeeper(require_external):
     testing = _testing_module()
@@ -95,7 +44,7 @@ def real_zookeeper(require_external):
     classpath_found = testing.java_available() and testing.find_zookeeper_classpath() is not None
     require_external("ZooKeeper", classpath_found, "apt-get install zookeeper default-jre")
     with tempfile.TemporaryDirectory(prefix="zk-conformance-") as data_dir:
-        runner = _RealServerThread(testing, Path(data_dir))
+        runner = testing.RealZooKeeperThread(Path(data_dir))
         runner.start()
         try:
             yield runner

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
@@ -21,59 +20,12 @@ import zkstub
 from zkstub import ClientState, EventType, Op, WatchedEvent
 from zkstub._client import open_client
 from zkstub._jute_link import JuteLink
-from zkstub.testing import find_zookeeper_classpath, java_available, run_real_zookeeper
+from zkstub.testing import RealZooKeeperThread, find_zookeeper_classpath, java_available
 
 pytestmark = pytest.mark.zookeeper
 
 SESSION_TIMEOUT = 4.0  # the most a 200 ms tick grants (20 ticks)
 WAIT = 15.0  # for anything a test waits on
-
-
-class _RealServerThread:
-    """`run_real_zookeeper` in a thread of its own until `stop`."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self._data_dir = data_dir
-        self._ready = threading.Event()
-        self._stop: trio.Event | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
-        self.real = None
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="real-zookeeper", daemon=True)
-
-    def _run(self) -> None:
-        try:
-            trio.run(self._main)
-        except BaseException as error:
-            self.error = error
-            self._ready.set()
-
-    async def _main(self) -> None:
-        self._stop = trio.Event()
-        self._token = trio.lowlevel.current_trio_token()
-        async with run_real_zookeeper(self._data_dir, tick_ms=200) as real:
-            self.real = real
-            self._ready.set()
-            await self._stop.wait()
-
-    def start(self) -> None:
-        self._thread.start()
-        self._ready.wait(timeout=120)
-        if self.real is None:
-            raise RuntimeError(f"real ZooKeeper did not start: {self.error!r}")
-
-    async def call(self, async_fn, *args):
-        """`async_fn(*args)` in the server's own loop, from a test's."""
-        token = self._token
-        return await trio.to_thread.run_sync(
-            lambda: trio.from_thread.run(async_fn, *args, trio_token=token)
-        )
-
-    def stop(self) -> None:
-        if self._token is not None and self._stop is not None:
-            with contextlib.suppress(trio.RunFinishedError):
-                trio.from_thread.run_sync(self._stop.set, trio_token=self._token)
-        self._thread.join(timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +36,7 @@ def server(require_external):
         "apt-get install zookeeper libslf4j-java default-jre-headless",
     )
     with tempfile.TemporaryDirectory(prefix="zk-jute-") as data_dir:
-        runner = _RealServerThread(Path(data_dir))
+        runner = RealZooKeeperThread(Path(data_dir), tick_ms=200)
         runner.start()
         try:
             yield runner
