@@ -76,12 +76,26 @@ class ProducerBatch:
     attempts: int = 0  # sends so far
     retry_at: float = 0.0  # a retried batch is not sent before this
     last_error: BaseException | None = None
-    base_sequence: int = -1  # idempotence: set at the first drain, kept across retries
-    encoded: bytes | None = None  # the batch as first sent; retries resend these bytes
+    # Idempotence: the producer id, epoch and base sequence the batch is sent with, set at
+    # its first drain and kept across retries, unless an epoch bump re-stamps the batch
+    # (`sequence_reset`, Kafka's ProducerBatch.resetProducerState).
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    sequence_reset: bool = False
+    encoded: bytes | None = None  # the batch as sent; retries resend these bytes
 
     @property
     def record_count(self) -> int:
         return len(self.records)
+
+    def set_producer_state(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, *, reset: bool
+    ) -> None:
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self.base_sequence = base_sequence
+        self.sequence_reset = self.sequence_reset or reset
+        self.encoded = None  # built again with the new header
 
 
 class RecordAccumulator:
@@ -140,12 +154,14 @@ class RecordAccumulator:
         *,
         max_request_size: int,
         node_ready: Callable[[int], bool] = lambda _node: True,
+        may_drain: Callable[[ProducerBatch], bool] | None = None,
     ) -> tuple[dict[int, list[ProducerBatch]], set[TopicPartition]]:
         """Takes the ready head batches of partitions with no batch in flight, grouped by
         leader (at most `max_request_size` bytes per leader, and always one batch); marks
         them in flight and closed. Also returns the partitions whose ready batch waits for
-        something other than time: a leader (the producer refreshes metadata) or room in
-        its leader's in-flight requests."""
+        something other than time: a leader (the producer refreshes metadata), room in its
+        leader's in-flight requests, or `may_drain` (idempotence: the partition's sequences
+        are being resolved)."""
         by_node: dict[int, list[ProducerBatch]] = {}
         node_bytes: dict[int, int] = {}
         blocked: set[TopicPartition] = set()
@@ -159,6 +175,9 @@ class RecordAccumulator:
                 continue
             node = leader_of(tp)
             if node is None or not node_ready(node):
+                blocked.add(tp)
+                continue
+            if may_drain is not None and not may_drain(batch):
                 blocked.add(tp)
                 continue
             used = node_bytes.get(node, 0)

@@ -35,6 +35,7 @@ from kcore.client._config import (
     parse_bootstrap,
 )
 from kcore.client._connections import Connections
+from kcore.client._idempotence import IdempotenceManager
 from kcore.client._metadata import MetadataManager, TopicMetadata
 from kcore.client._partitioner import StickyPartitioner
 from kcore.common import TopicPartition
@@ -54,6 +55,8 @@ __all__ = ["Producer", "ProducerClosedError", "RecordMetadata"]
 log = logging.getLogger("kcore.client.producer")
 
 MAX_INT = 2**31 - 1
+# Kafka's MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION_FOR_IDEMPOTENCE
+MAX_IN_FLIGHT_FOR_IDEMPOTENCE = 5
 
 # Errors after which the leader we sent to is probably not the leader any more: refresh
 # metadata before the retry (Kafka's InvalidMetadataException family).
@@ -69,13 +72,52 @@ _STALE_METADATA = frozenset(
     )
 )
 _DUPLICATE_SEQUENCE = errors.ERROR_CODES["DUPLICATE_SEQUENCE_NUMBER"]
+# Retried by the idempotent producer although not retriable as such (Kafka's canRetry).
+_SEQUENCE_ERRORS = frozenset(
+    errors.ERROR_CODES[name] for name in ("OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID")
+)
+
+
+def resolve_idempotence(
+    enable_idempotence: bool | None, *, acks: int, retries: int, max_in_flight: int
+) -> bool:
+    """Kafka 3.x's ProducerConfig.postProcessAndValidateIdempotenceConfigs: idempotence is
+    on by default. Explicitly enabled, it refuses `retries` 0, `acks` other than all and
+    more than 5 requests in flight per connection (a `ClientConfigError` naming the
+    settings); only defaulted, those settings quietly turn it off (logged at INFO)."""
+    user_set = enable_idempotence is not None
+    if user_set and not isinstance(enable_idempotence, bool):
+        raise ClientConfigError(f"enable_idempotence must be a bool, got {enable_idempotence!r}")
+    if user_set and not enable_idempotence:
+        return False
+    conflicts = []
+    if retries == 0:
+        conflicts.append("retries must be non-zero (got 0)")
+    if acks != -1:
+        conflicts.append(f"acks must be 'all' (got {acks})")
+    if max_in_flight > MAX_IN_FLIGHT_FOR_IDEMPOTENCE:
+        conflicts.append(
+            "max_in_flight_requests_per_connection must be at most "
+            f"{MAX_IN_FLIGHT_FOR_IDEMPOTENCE} (got {max_in_flight})"
+        )
+    if not conflicts:
+        return True
+    if user_set:
+        raise ClientConfigError(
+            "enable_idempotence=True needs acks='all', retries > 0 and "
+            f"max_in_flight_requests_per_connection <= {MAX_IN_FLIGHT_FOR_IDEMPOTENCE}: "
+            + "; ".join(conflicts)
+        )
+    log.info("idempotence disabled (not set explicitly): %s", "; ".join(conflicts))
+    return False
 
 
 @attrs.frozen
 class RecordMetadata:
     """Where an acknowledged record was written. `offset` is -1 with acks=0 (the broker's
     answer is not read), and after a DUPLICATE_SEQUENCE_NUMBER answer with idempotence
-    (the record was written by an earlier attempt whose answer was lost)."""
+    (the record was written by an earlier attempt whose answer was lost, and the broker no
+    longer knows where)."""
 
     topic: str
     partition: int
@@ -145,6 +187,15 @@ class Producer:
     of its partition. A batch is retried until `retries` retries or `delivery_timeout_ms`
     after its creation, whichever comes first; then each of its sends raises the last error.
 
+    Idempotence (Kafka 3.x: on by default; `enable_idempotence=None` means "default") gets
+    a producer id and stamps each batch with it, an epoch and per-partition sequences, so
+    the broker writes a retried batch once. Set explicitly, it needs acks="all", retries > 0
+    and max_in_flight_requests_per_connection <= 5 (else `ClientConfigError`); defaulted,
+    such settings turn it off. A batch that fails for good after it was sent leaves a gap
+    in its partition's sequences: the producer then bumps its epoch (KIP-360) and restarts
+    that partition's sequences at 0 (see `kcore.client._idempotence`), so later records go
+    through; the failed batch is never resent.
+
     acks=0: the producer still reads the broker's answer (so one connection's requests stay
     in order and a dead connection is noticed) but ignores its content: `send` returns
     offset -1 once the request reached the broker, and per-partition errors are not seen.
@@ -164,7 +215,7 @@ class Producer:
         delivery_timeout_ms: int = 120000,
         request_timeout_ms: int = 30000,
         retry_backoff_ms: int = 100,
-        enable_idempotence: bool = False,
+        enable_idempotence: bool | None = None,
         max_request_size: int = 1048576,
         max_in_flight_requests_per_connection: int = 5,
         max_block_ms: int = 60000,
@@ -193,13 +244,12 @@ class Producer:
         self.compression_type = check_choice(
             "compression_type", compression_type, COMPRESSION_TYPES
         )
-        if not isinstance(enable_idempotence, bool):
-            raise ClientConfigError(
-                f"enable_idempotence must be a bool, got {enable_idempotence!r}"
-            )
-        if enable_idempotence and self.acks != -1:
-            raise ClientConfigError(f"enable_idempotence=True needs acks='all', got acks={acks!r}")
-        self.enable_idempotence = enable_idempotence
+        self.enable_idempotence = resolve_idempotence(
+            enable_idempotence,
+            acks=self.acks,
+            retries=self.retries,
+            max_in_flight=self.max_in_flight,
+        )
         if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
             # Kafka's rule: a batch must be able to linger and wait for one answer.
             raise ClientConfigError(
@@ -221,9 +271,9 @@ class Producer:
         # never in hash order, so a seeded run replays exactly.
         self._incomplete: dict[ProducerBatch, None] = {}
         self._in_flight_per_node: dict[int, int] = {}
-        self._next_sequence: dict[TopicPartition, int] = {}
-        self._producer_id = -1
-        self._producer_epoch = -1
+        self._idempotence = (
+            IdempotenceManager(logger=log, name=self.client_id) if self.enable_idempotence else None
+        )
         self._last_metadata_error: Exception | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._nursery: trio.Nursery | None = None
@@ -452,9 +502,15 @@ class Producer:
             now = trio.current_time()
             for batch in accumulator.expired(now, delivery_timeout):
                 self._fail_expired(batch, now)
+            idempotence = self._idempotence
+            if idempotence is not None:
+                # Kafka's Sender.runOnce: settle the partitions whose sequences are in
+                # doubt, then bump the epoch if a partition asked for it.
+                idempotence.maybe_resolve_sequences()
+                idempotence.bump_epoch_if_needed(accumulator.in_flight_partitions)
             wake_at = math.inf
             ready: dict[int, list[ProducerBatch]] = {}
-            if self.enable_idempotence and self._producer_id < 0:
+            if idempotence is not None and not idempotence.has_producer_id:
                 # No batch leaves before the producer has its id; meanwhile they wait
                 # (and expire) in the accumulator.
                 blocked = {b.tp for b in accumulator.batches()}
@@ -468,7 +524,12 @@ class Producer:
                     self._leader_of,
                     max_request_size=self.max_request_size,
                     node_ready=self._node_ready,
+                    may_drain=idempotence.may_drain if idempotence is not None else None,
                 )
+                if idempotence is not None:
+                    for batches in ready.values():
+                        for batch in batches:
+                            idempotence.assign_sequence(batch)
             if any(self._leader_of(tp) is None for tp in blocked):
                 self._want_metadata()
             assert self._nursery is not None
@@ -504,25 +565,21 @@ class Producer:
             log.warning("%s: could not get a producer id: %s", self.client_id, exc)
             self._want_metadata()
             return False
-        self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
-        log.info(
-            "%s: producer id %d, epoch %d", self.client_id, self._producer_id, self._producer_epoch
-        )
+        assert self._idempotence is not None
+        self._idempotence.set_producer_id_and_epoch(response.producer_id, response.producer_epoch)
         return True
 
     def _encode(self, batch: ProducerBatch) -> bytes:
         """The batch's bytes, built at its first send and resent unchanged on retries (with
-        idempotence the broker recognises a retry by its unchanged sequence)."""
+        idempotence the broker recognises a retry by its unchanged producer id, epoch and
+        sequence; an epoch bump that re-stamps the batch builds them again)."""
         if batch.encoded is None:
-            if self.enable_idempotence:
-                sequence = self._next_sequence.get(batch.tp, 0)
-                batch.base_sequence = sequence
-                self._next_sequence[batch.tp] = (sequence + batch.record_count) % (MAX_INT + 1)
+            if self._idempotence is not None:
                 batch.encoded = build_batch(
                     batch.records,
-                    producer_id=self._producer_id,
-                    producer_epoch=self._producer_epoch,
-                    base_sequence=sequence,
+                    producer_id=batch.producer_id,
+                    producer_epoch=batch.producer_epoch,
+                    base_sequence=batch.base_sequence,
                     compression=self.compression_type,
                 )
             else:
@@ -576,10 +633,6 @@ class Producer:
             )
         elif answer.error_code == 0:
             self._complete(batch, answer.base_offset, answer.log_append_time_ms)
-        elif answer.error_code == _DUPLICATE_SEQUENCE and self.enable_idempotence:
-            # An earlier attempt was written and its answer lost: a success at an unknown
-            # offset (Kafka's Sender does the same).
-            self._complete(batch, answer.base_offset if answer.base_offset >= 0 else -1, -1)
         else:
             message = answer.error_message or (
                 f"broker {node} answered {errors.ERROR_NAMES.get(answer.error_code)} for {batch.tp}"
@@ -587,13 +640,29 @@ class Producer:
             error = errors.error_for_code(answer.error_code, message)
             if answer.error_code in _STALE_METADATA:
                 self._want_metadata()
-            self._retry_or_fail(batch, error)
+            self._retry_or_fail(batch, error, answer)
 
-    def _retry_or_fail(self, batch: ProducerBatch, error: errors.KafkaError) -> None:
+    def _retry_or_fail(
+        self,
+        batch: ProducerBatch,
+        error: errors.KafkaError,
+        answer: ProducePartitionResponse | None = None,
+    ) -> None:
+        """Kafka's Sender.completeBatch for an error: retry while within the delivery
+        timeout and `retries` (with idempotence, as the sequence bookkeeping allows);
+        else a DUPLICATE_SEQUENCE_NUMBER is a success at an unknown offset, anything else
+        fails the batch."""
         now = trio.current_time()
         deadline = batch.created + self.delivery_timeout_ms / 1000
         batch.last_error = error
-        if error.retriable and batch.attempts <= self.retries and now < deadline:
+        within = batch.attempts <= self.retries and now < deadline
+        if self._idempotence is None or batch.base_sequence < 0:
+            retriable = error.retriable
+        else:
+            retriable = within and self._idempotence.can_retry(
+                batch, error.code, answer.log_start_offset if answer is not None else -1
+            )
+        if retriable and within:
             log.info(
                 "%s: retrying %d record(s) for %s (attempt %d) after: %s",
                 self.client_id,
@@ -604,14 +673,23 @@ class Producer:
             )
             self._accumulator.reenqueue(batch, now + self.retry_backoff_ms / 1000)
             return
-        if error.retriable:
+        if error.code == _DUPLICATE_SEQUENCE and self._idempotence is not None:
+            # An earlier attempt was written and its answer lost, and the broker no longer
+            # knows its offsets: a success at an unknown offset (Kafka's Sender).
+            base = answer.base_offset if answer is not None else -1
+            self._complete(batch, base if base >= 0 else -1, -1)
+            return
+        # Kafka adjusts sequences only when the batch did not exhaust its retries: after
+        # that it cannot know whether the broker took the batch.
+        adjust = batch.attempts <= self.retries
+        if error.retriable or (self._idempotence is not None and error.code in _SEQUENCE_ERRORS):
             why = (
                 f"retries={self.retries} exhausted"
                 if batch.attempts > self.retries
                 else f"delivery_timeout_ms={self.delivery_timeout_ms} passed"
             )
             error = type(error)(f"{error} ({why} after {batch.attempts} attempt(s))")
-        self._fail(batch, error)
+        self._fail(batch, error, adjust_sequences=adjust)
 
     def _fail_expired(self, batch: ProducerBatch, now: float) -> None:
         elapsed_ms = round((now - batch.created) * 1000)
@@ -627,16 +705,28 @@ class Producer:
                 f"passed since batch creation (delivery_timeout_ms={self.delivery_timeout_ms}) "
                 "and no leader could be sent to"
             )
-        self._fail(batch, error, completed=False)
+        if self._idempotence is not None:
+            self._idempotence.handle_expired(batch)
+        self._fail(batch, error, completed=False, idempotence=False)
 
     def _complete(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        if self._idempotence is not None and batch.base_sequence >= 0:
+            self._idempotence.handle_completed(batch, base_offset)
         self._accumulator.completed(batch)
         self._incomplete.pop(batch, None)
         outcome = batch.outcome
         outcome.base_offset, outcome.log_append_time = base_offset, log_append_time
         outcome.done.set()
 
-    def _fail(self, batch: ProducerBatch, error: BaseException, *, completed: bool = True) -> None:
+    def _fail(
+        self,
+        batch: ProducerBatch,
+        error: BaseException,
+        *,
+        completed: bool = True,
+        idempotence: bool = True,
+        adjust_sequences: bool = True,
+    ) -> None:
         log.warning(
             "%s: %d record(s) for %s failed: %s",
             self.client_id,
@@ -644,6 +734,8 @@ class Producer:
             batch.tp,
             error,
         )
+        if idempotence and self._idempotence is not None:
+            self._idempotence.handle_failed(batch, error, adjust_sequences=adjust_sequences)
         if completed:
             self._accumulator.completed(batch)
         self._incomplete.pop(batch, None)

@@ -102,13 +102,17 @@ def client_settings(properties: Mapping[str, str], client: type, flag: str) -> d
     """Kafka client properties (`linger.ms=5`) as the keyword arguments of kcore's client
     class (`linger_ms=5`), each converted to the type of the keyword's default. A property
     the client does not take is refused with the ones it does, in Kafka's spelling."""
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(client).parameters.items()
-        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
-        and parameter.default is not inspect.Parameter.empty
-        and isinstance(parameter.default, bool | int | str)  # Kafka's settings, not hooks
-    }
+    defaults = {}
+    for name, parameter in inspect.signature(client).parameters.items():
+        default = parameter.default
+        if default is None and parameter.annotation in ("bool | None", bool | None):
+            default = False  # a switch whose default is decided later (enable.idempotence)
+        if (
+            parameter.kind is inspect.Parameter.KEYWORD_ONLY
+            and default is not inspect.Parameter.empty
+            and isinstance(default, bool | int | str)  # Kafka's settings, not hooks
+        ):
+            defaults[name] = default
     return {
         name: _typed(text, defaults[name], f"{flag} {name.replace('_', '.')}={text}")
         for name, text in python_names(properties, defaults, flag).items()

@@ -72,6 +72,9 @@ async def test_a_stale_metadata_answer_does_not_send_retries_back_to_the_old_lea
         network=cluster.network.node("client-1"),
         rng=random.Random(42),
         metadata_max_age_ms=100,  # many refreshes, each from a broker chosen at random
+        # The brokers asked follow the seeded rng; idempotence's InitProducerId would draw
+        # from it too.
+        enable_idempotence=False,
     ) as producer:
         await producer.send("t", b"v0")
         # The controller moves the leadership to broker 2 (leader epoch 1); broker 3 does
