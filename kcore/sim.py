@@ -3,6 +3,7 @@
     python -m kcore.sim --seeds 10000 --workers 2     # seeds 0..9999, failures to a file
     python -m kcore.sim --seed 1234 --trace           # replay one seed, print its history
     python -m kcore.sim --seeds 1000 --shapes 3x2,5x8  # seed N runs shape N mod 2
+    python -m kcore.sim --seeds 200 --group-consumers 3 --workers 2  # and a consumer group
 
 Each seed is one deterministic history (see `kcore.testing.sim`); a failing seed replays
 exactly (with the same --shapes, or its shape's --brokers and --partitions), so the file of
@@ -28,7 +29,14 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
-from kcore.testing.sim import FAULTS, SimConfig, expected_under_faults, simulate
+from kcore.testing.sim import (
+    CONSUMER_FAULTS,
+    FAULTS,
+    SimConfig,
+    SimResult,
+    expected_under_faults,
+    simulate,
+)
 
 
 @attrs.frozen
@@ -66,6 +74,14 @@ def _parse_shapes(text: str) -> tuple[Shape, ...]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def config_for(argv: Sequence[str]) -> SimConfig:
+    """The configuration `python -m kcore.sim --seed N ...` runs (a replay command's)."""
+    args = _parser().parse_args(list(argv))
+    if args.seed is None:
+        raise ValueError("config_for: the arguments name no --seed")
+    return _config(args.seed, args)
+
+
 def _config(seed: int, args: argparse.Namespace) -> SimConfig:
     shape = shape_of(seed, args.shapes or (Shape(args.brokers, args.partitions),))
     return SimConfig(
@@ -78,6 +94,7 @@ def _config(seed: int, args: argparse.Namespace) -> SimConfig:
         idempotent=args.idempotent,
         chaos_seconds=args.chaos_seconds,
         faults=tuple(args.faults.split(",")) if args.faults else FAULTS,
+        group_consumers=args.group_consumers,
     )
 
 
@@ -124,6 +141,24 @@ class SeedOutcome:
     text: str  # the report, and for a failure its whole trace and log
     seconds: float  # real time the seed took
     log: tuple[LogLine, ...] = ()  # what it logged at the campaign's log level
+    # What a failing seed broke: "crashed", "hung", "cluster" (a step invariant or a
+    # cluster that did not converge), the history's anomaly kinds (lost, duplicated, ...)
+    # and the group's invariants (unconsumed, commit-backwards, skipped, ...).
+    failed: tuple[str, ...] = ()
+
+
+def failed_invariants(result: SimResult) -> tuple[str, ...]:
+    """What a run broke (empty when it passed), for a campaign's counts."""
+    found: set[str] = set()
+    if result.violation is not None:
+        found.add("hung" if "did not finish within" in result.violation else "cluster")
+    if result.check is not None:
+        found |= {anomaly.kind for anomaly in result.check.anomalies}
+    if result.group_check is not None:
+        found |= set(result.group_check.by_invariant())
+    if not found and not result.ok:
+        found.add("unchecked")
+    return tuple(sorted(found))
 
 
 def run_seed(config: SimConfig, *, trace: bool = False) -> SeedOutcome:
@@ -135,12 +170,15 @@ def run_seed(config: SimConfig, *, trace: bool = False) -> SeedOutcome:
     capture = _Capture()
     root = logging.getLogger()
     root.addHandler(capture)
+    failed: tuple[str, ...] = ()
     try:
         result = simulate(config)
     except Exception:
         ok, text = False, f"{config.name}: CRASHED\n{traceback.format_exc()}"
+        failed = ("crashed",)
     else:
         ok, text = result.ok, result.report()
+        failed = failed_invariants(result)
         if trace:
             text = "\n".join((*result.trace, text))
         elif not ok:
@@ -150,7 +188,13 @@ def run_seed(config: SimConfig, *, trace: bool = False) -> SeedOutcome:
     if not ok and capture.lines:
         text += "\nlog:\n" + "\n".join(line.format(config.name) for line in capture.lines)
     return SeedOutcome(
-        config.seed, config.name, ok, text, time.monotonic() - started, tuple(capture.lines)
+        config.seed,
+        config.name,
+        ok,
+        text,
+        time.monotonic() - started,
+        tuple(capture.lines),
+        failed,
     )
 
 
@@ -207,7 +251,7 @@ class LogView:
         return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m kcore.sim",
         description=__doc__,
@@ -236,10 +280,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chaos-seconds", type=float, default=60.0)
     parser.add_argument("--faults", help=f"comma-separated subset of {','.join(FAULTS)}")
     parser.add_argument(
+        "--group-consumers",
+        type=int,
+        default=0,
+        help="members of a consumer group consuming the topic, committing after processing; "
+        f"crashed, restarted and their coordinator killed by the faults "
+        f"({','.join(CONSUMER_FAULTS)}), checked for at-least-once delivery",
+    )
+    parser.add_argument(
         "--log-level",
         default="WARNING",
         help="what the seeds log (below WARNING, the lines expected under faults are shown)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     level = logging.getLevelName(args.log_level.upper())
     if not isinstance(level, int):
@@ -256,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if outcome.ok else 1
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     failed = 0
+    by_invariant: Counter[str] = Counter()
     slowest: SeedOutcome | None = None
     started = time.monotonic()
     with open(args.failures, "w", encoding="utf-8") as failures:
@@ -268,9 +326,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(line, file=sys.stderr)
             if not outcome.ok:
                 failed += 1
+                by_invariant.update(outcome.failed)
                 failures.write(outcome.text + "\n\n")
                 failures.flush()
-                print(f"{outcome.name}: FAILED", file=sys.stderr)
+                print(f"{outcome.name}: FAILED ({', '.join(outcome.failed)})", file=sys.stderr)
             if done % 10 == 0 or done == len(configs):
                 print(
                     f"{done}/{len(configs)} seeds, {failed} failed, "
@@ -281,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slowest: {slowest.name} ({slowest.seconds:.1f}s)", file=sys.stderr)
     for line in view.summary():
         print(line, file=sys.stderr)
+    if by_invariant:
+        counts = ", ".join(f"{name} {count}" for name, count in sorted(by_invariant.items()))
+        print(f"failed seeds by invariant: {counts}")
     shapes = ", ".join(str(shape) for shape in args.shapes) if args.shapes else None
     print(
         f"{len(seeds)} seeds{f' (shapes {shapes})' if shapes else ''}, {failed} failed"

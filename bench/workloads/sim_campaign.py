@@ -4,12 +4,17 @@ per seed).
 
 The mix is the one the standing campaign runs: 3 brokers / 2 partitions and 5 brokers /
 8 partitions, with and without idempotent producers, always acks=all and
-min.insync.replicas=2. Seed N runs combination N mod 4, a function of the seed alone, so a
-failing seed replays by itself; its replay command is in the summary.
+min.insync.replicas=2; and each of those four again with a consumer group of
+`GROUP_CONSUMERS` members consuming the topic (crashed, restarted, their coordinator
+killed by the faults; checked for at-least-once delivery, see `kcore.testing.group_history`).
+Seed N runs combination N mod 8, a function of the seed alone, so a failing seed replays by
+itself; its replay command is in the summary. (Before the group combinations, seed N ran
+combination N mod 4: every seed keeps its shape and producers, and the seeds with
+N mod 8 >= 4 now also run the group, which changes their histories.)
 
-    python -m bench run sim-campaign --seeds 10000 --seed 0    # seeds 0..9999 (~2 h, 2 cores)
+    python -m bench run sim-campaign --seeds 10000 --seed 0    # seeds 0..9999 (~5 h, 2 cores)
 
-The quick suite runs 4 seeds (one per combination), the full suite 200; `--seeds N`
+The quick suite runs 8 seeds (one per combination), the full suite 200; `--seeds N`
 overrides both, and `--seed` is the first seed.
 
 Rows: one `seed` row per seed: `latency_ns` is the seed's real time, `outcome` "ok" or
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 
 import attrs
 import trio
@@ -32,7 +38,8 @@ from kcore.testing.sim import SimConfig
 NAME = "sim-campaign"
 CHAOS_SECONDS = 20.0  # virtual seconds of faults per seed, as the test suite's sweep
 MIN_INSYNC_REPLICAS = 2
-QUICK_SEEDS = 4
+GROUP_CONSUMERS = 3
+QUICK_SEEDS = 8
 FULL_SEEDS = 200
 
 
@@ -40,11 +47,13 @@ FULL_SEEDS = 200
 class Combination:
     shape: Shape
     idempotent: bool
+    group_consumers: int = 0
 
     @property
     def case(self) -> str:
         producer = "idempotent" if self.idempotent else "plain"
-        return f"{self.shape}-{producer}-acks=all-min.insync={MIN_INSYNC_REPLICAS}"
+        group = f"-group={self.group_consumers}" if self.group_consumers else ""
+        return f"{self.shape}-{producer}-acks=all-min.insync={MIN_INSYNC_REPLICAS}{group}"
 
     def config(self, seed: int) -> SimConfig:
         return SimConfig(
@@ -55,10 +64,13 @@ class Combination:
             acks="all",
             idempotent=self.idempotent,
             chaos_seconds=CHAOS_SECONDS,
+            group_consumers=self.group_consumers,
         )
 
     def replay_command(self, seed: int) -> str:
         idempotent = " --idempotent" if self.idempotent else ""
+        if self.group_consumers:
+            idempotent += f" --group-consumers {self.group_consumers}"
         return (
             f"python -m kcore.sim --seed {seed} --shapes {self.shape}{idempotent} "
             f"--min-insync-replicas {MIN_INSYNC_REPLICAS} --chaos-seconds {CHAOS_SECONDS:g} "
@@ -67,7 +79,10 @@ class Combination:
 
 
 MIX = tuple(
-    Combination(shape, idempotent)
+    Combination(shape, idempotent, group_consumers)
+    # The group combinations come after the four older ones: seed N mod 8 < 4 runs what it
+    # always ran.
+    for group_consumers in (0, GROUP_CONSUMERS)
     for shape in (Shape(3, 2), Shape(5, 8))
     for idempotent in (False, True)
 )
@@ -84,7 +99,11 @@ def seeds_for(options: WorkloadOptions) -> range:
     return range(options.seed, options.seed + count)
 
 
-@workload(NAME, "seeded simulations under faults, one row per seed (3 and 5 brokers, acks=all)")
+@workload(
+    NAME,
+    "seeded simulations under faults, one row per seed (3 and 5 brokers, acks=all, with "
+    "and without a consumer group)",
+)
 async def run(rows: RowWriter, options: WorkloadOptions) -> Summary:
     seeds = seeds_for(options)
     configs = [combination_of(seed).config(seed) for seed in seeds]
@@ -108,6 +127,7 @@ async def run(rows: RowWriter, options: WorkloadOptions) -> Summary:
                 "acks": "all",
                 "min_insync_replicas": MIN_INSYNC_REPLICAS,
                 "chaos_seconds": CHAOS_SECONDS,
+                "group_consumers": combination.group_consumers,
             },
             start_time=finished - outcome.seconds,
             latency_ns=int(outcome.seconds * 1e9),
@@ -124,6 +144,9 @@ async def run(rows: RowWriter, options: WorkloadOptions) -> Summary:
                     "case": combination.case,
                     "seeds": len(mine),
                     "failed": sum(not o.ok for o in mine),
+                    "failed_by_invariant": dict(
+                        sorted(Counter(name for o in mine for name in o.failed).items())
+                    ),
                     "seconds_per_seed": round(sum(o.seconds for o in mine) / len(mine), 2),
                 }
             )

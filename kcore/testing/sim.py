@@ -6,6 +6,13 @@ every step, and at the end the history checked against what the healed cluster h
     result = simulate(SimConfig(seed=7))       # or: await run_simulation(config)
     assert result.ok, result.report()
 
+With `group_consumers=N`, N members of a consumer group (`GROUP_ID`) consume the topic
+and commit after processing each poll, crashed and restarted on their own seeded schedule,
+the group's coordinator killed among the other faults; after settling the group gets
+`catch_up_seconds` to consume every acknowledged record, and its history (what each member
+consumed and committed, and what OffsetFetch said was committed) is checked by
+`kcore.testing.group_history` (`SimResult.group_check`).
+
 `simulate` pins Trio's scheduler and runs on `MockClock(autojump_threshold=0)`, so one seed
 replays one history exactly (`result.trace` is the proof: same seed, same trace).
 """
@@ -18,6 +25,7 @@ import math
 import random
 import re
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import attrs
 import trio
@@ -25,10 +33,19 @@ import trio.testing
 
 from actors.testing import pinned_scheduler
 from kcore import errors
-from kcore.common import LeaderAndIsr, TopicPartition
+from kcore.common import OFFSETS_TOPIC, LeaderAndIsr, TopicPartition
+from kcore.coordinator.group import partition_for
 from kcore.log import iter_batch_records
 from kcore.testing._cluster import EmbeddedCluster, broker_node, open_cluster
 from kcore.testing._poll import poll_until
+from kcore.testing.group_history import (
+    CommitOp,
+    Consumed,
+    GroupCheckResult,
+    GroupHistory,
+    OffsetRead,
+    check_group,
+)
 from kcore.testing.history import CheckResult, Outcome, ProduceOp, check
 from kcore.testing.invariants import InvariantChecker, InvariantViolation
 from kcore.zk_client import KafkaZkClient, ZooKeeperError
@@ -52,6 +69,13 @@ FAULTS = (
     "segment_config_change",
     "heal",
 )
+# With group consumers: crash a member (its task cancelled: no commit, no LeaveGroup) and
+# restart a crashed one (on their own schedule, so that the group rebalances often), and
+# kill the broker coordinating the group (drawn with the other faults).
+CONSUMER_FAULTS = ("crash_consumer", "restart_consumer", "kill_coordinator")
+_MEMBER_FAULTS = ("crash_consumer", "restart_consumer")
+GROUP_ID = "sim-group"
+OFFSETS_PARTITIONS = 3  # the brokers' offsets.topic.num.partitions when a group runs
 # Virtual seconds a run may take beyond its chaos and settling before it counts as hung.
 RUN_SLACK_SECONDS = 600.0
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
@@ -122,6 +146,13 @@ EXPECTED_UNDER_FAULTS = (
         "a request from a deposed controller, or for an expired broker session",
     ),
     ExpectedLog(
+        "kcore.coordinator.group",
+        # 15 COORDINATOR_NOT_AVAILABLE, 16 NOT_COORDINATOR, 27 REBALANCE_IN_PROGRESS (a
+        # timed-out append, as Kafka maps it)
+        r"^failed to write empty metadata for group \S+: error (15|16|27)$",
+        "a group emptied while its offsets partition could not take the write",
+    ),
+    ExpectedLog(
         "kcore.controller.channel",
         rf"fails to send request \w+ to broker \d+: {_FAULT_ERRORS}",
         "a controller request to a broker that is down or cut off",
@@ -159,6 +190,13 @@ class SimConfig:
     # replication), so power losses on two replicas can lose acknowledged records under its
     # default (None: never); 1 fsyncs every append and puts power loss inside the contract.
     flush_messages: int | None = 1
+    # Members of a consumer group (`GROUP_ID`) consuming the topic, committing after
+    # processing each poll; 0: no group (and the history of a seed as before groups).
+    group_consumers: int = 0
+    # With group consumers, drawn with `faults` (a subset of CONSUMER_FAULTS).
+    consumer_faults: tuple[str, ...] = CONSUMER_FAULTS
+    # Virtual time the group gets after settling to consume every acknowledged record.
+    catch_up_seconds: float = 180.0
     # Instead of the random fault schedule: a coroutine driving the faults itself (named
     # scenarios). The workload, the invariants and the final checks are the same.
     scenario: Callable[[Simulation], Awaitable[None]] | None = attrs.field(default=None, eq=False)
@@ -167,13 +205,33 @@ class SimConfig:
         unknown = sorted(set(self.faults) - set(FAULTS))
         if unknown:
             raise ValueError(f"unknown faults {unknown}; known: {list(FAULTS)}")
+        unknown = sorted(set(self.consumer_faults) - set(CONSUMER_FAULTS))
+        if unknown:
+            raise ValueError(f"unknown consumer faults {unknown}; known: {list(CONSUMER_FAULTS)}")
+        if self.group_consumers < 0:
+            raise ValueError(f"group_consumers must be >= 0, not {self.group_consumers}")
         if self.acks not in _ACKS:
             raise ValueError(f"acks must be one of {sorted(_ACKS)}, not {self.acks!r}")
 
     @property
     def name(self) -> str:
         """The seed and the cluster's shape: what it takes to replay a seed."""
-        return f"seed {self.seed} ({self.brokers} brokers, {self.partitions} partitions)"
+        group = f", {self.group_consumers} group consumers" if self.group_consumers else ""
+        return f"seed {self.seed} ({self.brokers} brokers, {self.partitions} partitions{group})"
+
+    @property
+    def fault_kinds(self) -> tuple[str, ...]:
+        """What the random schedule draws from (kill_coordinator only with a group)."""
+        if not self.group_consumers:
+            return self.faults
+        return self.faults + tuple(f for f in self.consumer_faults if f not in _MEMBER_FAULTS)
+
+    @property
+    def member_faults(self) -> tuple[str, ...]:
+        """What the members' own schedule draws from."""
+        if not self.group_consumers:
+            return ()
+        return tuple(f for f in self.consumer_faults if f in _MEMBER_FAULTS)
 
     @property
     def power_safe(self) -> bool:
@@ -195,10 +253,17 @@ class SimResult:
     check: CheckResult | None
     violation: str | None
     trace: tuple[str, ...]
+    group: GroupHistory | None = None  # with group consumers
+    group_check: GroupCheckResult | None = None
 
     @property
     def ok(self) -> bool:
-        return self.violation is None and self.check is not None and self.check.valid
+        return (
+            self.violation is None
+            and self.check is not None
+            and self.check.valid
+            and (self.group_check is None or self.group_check.valid)
+        )
 
     def report(self) -> str:
         lines = [f"{self.config.name}: {'ok' if self.ok else 'FAILED'}"]
@@ -206,7 +271,27 @@ class SimResult:
             lines.append(f"invariant violated: {self.violation}")
         if self.check is not None:
             lines.append(self.check.summary())
+        if self.group_check is not None:
+            lines.append(self.group_check.summary())
+        elif self.config.group_consumers and self.violation is None:
+            lines.append("group: not checked (the run did not get that far)")
         return "\n".join(lines)
+
+
+@attrs.define(eq=False)
+class GroupMemberSlot:
+    """One member of the simulated group across its crashes: each restart is a new
+    consumer (a new incarnation, a new member id)."""
+
+    index: int
+    incarnation: int = 0
+    running: bool = False
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    consumer: Any = None  # the current incarnation's Consumer, while it runs
+
+    @property
+    def name(self) -> str:
+        return f"member-{self.index}.{self.incarnation}"
 
 
 @attrs.define
@@ -226,6 +311,14 @@ class Simulation:
     # reading it does not perturb the history under faults; nothing here reassigns).
     assignment: dict[int, tuple[int, ...]] = attrs.field(factory=dict)
     _last_seen: dict[str, tuple] = attrs.field(factory=dict)
+    # The consumer group (with config.group_consumers): its members, what they consumed
+    # and committed, and what OffsetFetch said was committed.
+    members: list[GroupMemberSlot] = attrs.field(factory=list)
+    consumed: list[Consumed] = attrs.field(factory=list)
+    commits: list[CommitOp] = attrs.field(factory=list)
+    offset_reads: list[OffsetRead] = attrs.field(factory=list)
+    _consumed_keys: set[tuple[TopicPartition, int]] = attrs.field(factory=set)
+    _group_nursery: trio.Nursery | None = None
 
     def __attrs_post_init__(self) -> None:
         config = self.config
@@ -244,7 +337,29 @@ class Simulation:
             await trio.sleep(self.rng.uniform(low, high))
             if trio.current_time() >= until:
                 return
-            await self.inject(self.rng.choice(self.config.faults))
+            await self.inject(self.rng.choice(self.config.fault_kinds))
+
+    async def member_faults(self, until: float) -> None:
+        """The members' crashes and restarts, about one every 5 s (a crash needs a running
+        member, a restart a crashed one)."""
+        low, high = self.config.fault_interval
+        kinds = self.config.member_faults
+        if not kinds:
+            return
+        while True:
+            await trio.sleep(self.rng.uniform(low * 1.5, high * 1.5))
+            if trio.current_time() >= until:
+                return
+            running = any(slot.running for slot in self.members)
+            crashed = any(not slot.running for slot in self.members)
+            possible = [
+                kind
+                for kind in kinds
+                if (kind == "crash_consumer" and running)
+                or (kind == "restart_consumer" and crashed)
+            ]
+            if possible:
+                await self.inject(self.rng.choice(possible))
 
     def _running(self) -> list[int]:
         return sorted(b for b in self.cluster.brokers if b not in self.down)
@@ -318,6 +433,19 @@ class Simulation:
         elif kind == "heal":
             self.log("heal the network")
             self.heal_network()
+        elif kind == "crash_consumer":
+            alive = [slot for slot in self.members if slot.running]
+            if alive:
+                self.crash_member(rng.choice(alive))
+        elif kind == "restart_consumer":
+            crashed = [slot for slot in self.members if not slot.running]
+            if crashed:
+                self.start_member(rng.choice(crashed))
+        elif kind == "kill_coordinator":
+            coordinator = self.coordinator()
+            if coordinator is not None and coordinator not in self.down and len(running) > 1:
+                self.log(f"kill the group coordinator, broker {coordinator}")
+                await self.kill(coordinator)
 
     # -- fault primitives, for scenarios too -------------------------------------------------
 
@@ -346,9 +474,9 @@ class Simulation:
         self.log("restart ZooKeeper")
         await self.cluster.start_zookeeper()
 
-    def leader_of(self, partition: int) -> int | None:
+    def leader_of(self, partition: int, topic: str = TOPIC) -> int | None:
         """The broker that believes it leads `partition` with the highest leader epoch."""
-        tp = TopicPartition(TOPIC, partition)
+        tp = TopicPartition(topic, partition)
         leaders = [
             (replica.leader_epoch, broker_id)
             for broker_id, broker in self.cluster.brokers.items()
@@ -357,6 +485,10 @@ class Simulation:
             and replica.is_leader
         ]
         return max(leaders)[1] if leaders else None
+
+    def coordinator(self) -> int | None:
+        """The broker leading the group's `__consumer_offsets` partition (its coordinator)."""
+        return self.leader_of(partition_for(GROUP_ID, OFFSETS_PARTITIONS), OFFSETS_TOPIC)
 
     async def partition_state(self, partition: int) -> LeaderAndIsr | None:
         """The partition's leader, ISR and epoch as the controller last wrote them to
@@ -418,12 +550,16 @@ class Simulation:
                 )
                 epoch = replica.leader_epoch
             seen[f"p{partition}"] = (leader, epoch, self.isr_of(partition))
+        if self.config.group_consumers:
+            seen["coordinator"] = (self.coordinator(),)
         for key, value in seen.items():
             if self._last_seen.get(key) == value:
                 continue
             self._last_seen[key] = value
             if key == "controller":
                 self.log(f"controller: {value[0]} (epoch {value[1]})")
+            elif key == "coordinator":
+                self.log(f"group coordinator: {value[0]}")
             else:
                 self.log(
                     f"{key}: leader {value[0]} (leader epoch {value[1]}), ISR {list(value[2])}"
@@ -474,6 +610,215 @@ class Simulation:
                     f"{offset if outcome is Outcome.OK else error}"
                 )
                 await trio.sleep(self.rng.uniform(0.0, 0.5))
+
+    # -- the consumer group ---------------------------------------------------------------
+
+    def start_group(self, nursery: trio.Nursery) -> None:
+        """Starts `config.group_consumers` members and the OffsetFetch observer."""
+        self._group_nursery = nursery
+        self.members = [GroupMemberSlot(index) for index in range(self.config.group_consumers)]
+        for slot in self.members:
+            self.start_member(slot)
+        nursery.start_soon(self.watch_commits)
+
+    def start_member(self, slot: GroupMemberSlot) -> None:
+        assert self._group_nursery is not None and not slot.running
+        slot.incarnation += 1
+        slot.running = True
+        slot.scope = trio.CancelScope()
+        self.log(f"start group {slot.name}")
+        self._group_nursery.start_soon(self.consume, slot, slot.scope)
+
+    def crash_member(self, slot: GroupMemberSlot) -> None:
+        """A crash: the member's task is cancelled (no commit, no LeaveGroup)."""
+        self.log(f"crash group {slot.name}")
+        slot.scope.cancel()
+        slot.running = False
+        slot.consumer = None
+
+    async def consume(self, slot: GroupMemberSlot, scope: trio.CancelScope) -> None:
+        """One incarnation of a member: poll, process, commit what was processed (the
+        positions after each partition's records) after each poll; a partition given up
+        in a rebalance first commits what it processed (the revocation listener)."""
+        name = slot.name
+        processed: dict[TopicPartition, int] = {}  # processed, not yet committed
+
+        async def commit(consumer: Any, offsets: dict[TopicPartition, int]) -> bool:
+            generation = consumer.group_metadata().generation_id
+            start = trio.current_time()
+            outcome, error = Outcome.INDETERMINATE, "crashed while committing"
+            try:
+                await consumer.commit(offsets)
+                outcome, error = Outcome.OK, None
+            except (errors.CommitFailedError, errors.RebalanceInProgressError) as failure:
+                outcome, error = Outcome.FAILED, f"{type(failure).__name__}: {failure}"
+            except errors.KafkaError as failure:
+                error = f"{type(failure).__name__}: {failure}"
+            finally:
+                items = tuple(sorted(offsets.items()))
+                self.commits.append(
+                    CommitOp(name, generation, items, outcome, start, trio.current_time(), error)
+                )
+                shown = ", ".join(f"p{tp.partition}={offset}" for tp, offset in items)
+                self.log(
+                    f"{name} commit {shown} (generation {generation}): {outcome.value}"
+                    + (f" {error}" if error and outcome is not Outcome.OK else "")
+                )
+            for tp, offset in offsets.items():
+                if processed.get(tp) == offset:
+                    del processed[tp]
+            return outcome is Outcome.OK
+
+        consumer_box: list[Any] = []
+
+        async def on_revoke(partitions: list[TopicPartition]) -> None:
+            self.log(f"{name} revoked {[tp.partition for tp in partitions]}")
+            mine = {tp: processed[tp] for tp in partitions if tp in processed}
+            if mine and consumer_box and not scope.cancel_called:  # (a crash commits nothing)
+                await commit(consumer_box[0], mine)
+            for tp in partitions:
+                processed.pop(tp, None)
+
+        def on_lost(partitions: list[TopicPartition]) -> None:
+            self.log(f"{name} lost {[tp.partition for tp in partitions]}")
+            for tp in partitions:
+                processed.pop(tp, None)
+
+        def on_assign(partitions: list[TopicPartition]) -> None:
+            self.log(f"{name} assigned {[tp.partition for tp in partitions]}")
+
+        with scope:
+            async with self.cluster.consumer(
+                client_id=name,
+                group_id=GROUP_ID,
+                enable_auto_commit=False,
+                session_timeout_ms=10_000,
+                heartbeat_interval_ms=1_000,
+                max_poll_interval_ms=30_000,
+                request_timeout_ms=5_000,
+                default_api_timeout_ms=15_000,
+            ) as consumer:
+                consumer_box.append(consumer)
+                slot.consumer = consumer
+                consumer.subscribe(
+                    [TOPIC], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost
+                )
+                while True:
+                    try:
+                        records = await consumer.poll(0.5)
+                    except errors.KafkaError as failure:
+                        self.log(f"{name} poll failed: {type(failure).__name__}: {failure}")
+                        await trio.sleep(0.5)
+                        continue
+                    if not records:
+                        continue
+                    now = trio.current_time()
+                    polled: dict[TopicPartition, list[int]] = {}
+                    for record in records:
+                        tp = TopicPartition(record.topic, record.partition)
+                        self.consumed.append(Consumed(name, tp, record.offset, record.value, now))
+                        self._consumed_keys.add((tp, record.offset))
+                        polled.setdefault(tp, []).append(record.offset)
+                    for tp in sorted(polled):
+                        processed[tp] = await consumer.position(tp)
+                    self.log(
+                        f"{name} consumed "
+                        + ", ".join(
+                            f"p{tp.partition}@{offsets[0]}-{offsets[-1]}"
+                            for tp, offsets in sorted(polled.items())
+                        )
+                    )
+                    # Processing takes a while: a crash may come before the commit.
+                    await trio.sleep(self.rng.uniform(0.0, 0.3))
+                    await commit(consumer, dict(sorted(processed.items())))
+
+    async def watch_commits(self) -> None:
+        """An observer (no member of the group) reading the committed offsets now and then."""
+        tps = [TopicPartition(TOPIC, p) for p in range(self.config.partitions)]
+        async with self.cluster.consumer(
+            client_id="offset-observer",
+            group_id=GROUP_ID,
+            enable_auto_commit=False,
+            request_timeout_ms=5_000,
+            default_api_timeout_ms=5_000,
+        ) as observer:
+            while True:
+                await trio.sleep(self.rng.uniform(1.0, 3.0))
+                await self.read_committed(observer, tps)
+
+    async def read_committed(self, observer: Any, tps: list[TopicPartition]) -> None:
+        start = trio.current_time()
+        try:
+            found = await observer.committed(tps)
+        except errors.KafkaError:
+            return
+        offsets = tuple(sorted(found.items()))
+        # Who answered (the observer's coordinator, unchanged by a successful answer), and
+        # whether it still led the offsets partition then.
+        known = observer._group.coordinator  # (the harness looks inside the client)
+        node = None if known is None else known[0]
+        stale = node is not None and node != self.coordinator()
+        self.offset_reads.append(OffsetRead(offsets, start, trio.current_time(), node, stale))
+        key = ("committed", offsets, stale)
+        if self._last_seen.get("committed") != key:
+            self._last_seen["committed"] = key
+            shown = ", ".join(f"p{tp.partition}={offset}" for tp, offset in offsets)
+            by = f" (stale: from broker {node}, a deposed coordinator)" if stale else ""
+            self.log(f"committed offsets: {shown}{by}")
+
+    def group_covers_topic(self) -> bool:
+        owned = [
+            tp.partition
+            for slot in self.members
+            if slot.running and slot.consumer is not None
+            for tp in slot.consumer.assignment()
+        ]
+        return sorted(owned) == list(range(self.config.partitions))
+
+    async def wait_for_group(self) -> None:
+        """Before the faults: the group formed and its partitions assigned (which also
+        creates `__consumer_offsets` while every broker runs)."""
+        try:
+            await poll_until(self.group_covers_topic, timeout=60.0, every=0.1)
+        except trio.TooSlowError:
+            raise InvariantViolation("the consumer group did not form in 60s") from None
+        self.log("group formed")
+
+    def unconsumed(self) -> list[tuple[TopicPartition, int]]:
+        durable = _durable(self.config)
+        return [
+            (op.tp, op.offset)
+            for op in self.ops
+            if op.outcome is Outcome.OK
+            and op.acks != 0
+            and op.offset >= 0
+            and durable(op)
+            and (op.tp, op.offset) not in self._consumed_keys
+        ]
+
+    async def catch_up(self) -> None:
+        """After settling: every member runs again, and the group gets `catch_up_seconds`
+        to consume every acknowledged record (what it did not is the check's finding)."""
+        for slot in self.members:
+            if not slot.running:
+                self.start_member(slot)
+        try:
+            await poll_until(
+                lambda: not self.unconsumed(), timeout=self.config.catch_up_seconds, every=0.5
+            )
+            self.log("the group consumed every acknowledged record")
+        except trio.TooSlowError:
+            self.log(f"the group did not catch up: {len(self.unconsumed())} record(s) unconsumed")
+        async with self.cluster.consumer(
+            client_id="offset-reader", group_id=GROUP_ID, enable_auto_commit=False
+        ) as observer:
+            with trio.move_on_after(60):
+                await self.read_committed(
+                    observer, [TopicPartition(TOPIC, p) for p in range(self.config.partitions)]
+                )
+
+    def group_history(self) -> GroupHistory:
+        return GroupHistory(tuple(self.consumed), tuple(self.commits), tuple(self.offset_reads))
 
     # -- the end: heal, settle, read everything --------------------------------------------------
 
@@ -577,27 +922,63 @@ async def run_simulation(config: SimConfig) -> SimResult:
     # A run that hangs (some task waiting for what never comes) is a finding, not a stuck
     # campaign: the whole run, teardown included, has a virtual-time budget.
     budget = config.chaos_seconds + config.settle_seconds + RUN_SLACK_SECONDS
+    if config.group_consumers:
+        budget += config.catch_up_seconds + 60.0
+    outcome = _Outcome()
     with trio.move_on_after(budget) as scope:
-        violation, result_check = await _run(config, trace, ops)
+        await _run(config, trace, ops, outcome)
     if scope.cancelled_caught:
-        violation, result_check = f"the run did not finish within {budget:.0f}s", None
-        trace.append(f"{trio.current_time():10.3f} {violation}")
-    return SimResult(config, tuple(ops), result_check, violation, tuple(trace))
+        outcome.violation = f"the run did not finish within {budget:.0f}s"
+        outcome.check = outcome.group_check = None
+        trace.append(f"{trio.current_time():10.3f} {outcome.violation}")
+    return SimResult(
+        config,
+        tuple(ops),
+        outcome.check,
+        outcome.violation,
+        tuple(trace),
+        outcome.group,
+        outcome.group_check,
+    )
 
 
-async def _run(
-    config: SimConfig, trace: list[str], ops: list[ProduceOp]
-) -> tuple[str | None, CheckResult | None]:
-    rng = random.Random(config.seed)
-    broker_config = {
+@attrs.define
+class _Outcome:
+    violation: str | None = None
+    check: CheckResult | None = None
+    group: GroupHistory | None = None
+    group_check: GroupCheckResult | None = None
+
+
+def _broker_config(config: SimConfig) -> dict[str, object]:
+    broker_config: dict[str, object] = {
         "zookeeper.session.timeout.ms": config.session_timeout_ms,
         "replica.lag.time.max.ms": config.replica_lag_time_max_ms,
         "controlled.shutdown.retry.backoff.ms": 500,
         # The auto leader rebalance runs during the chaos, not once in five minutes.
         "leader.imbalance.check.interval.seconds": 15,
     }
-    violation = None
-    result_check = None
+    if config.group_consumers:
+        # `__consumer_offsets` under the same durability contract as the topic (its
+        # min.insync.replicas, unclean election and fsync come from the brokers' defaults),
+        # and few partitions: one group uses one.
+        broker_config.update(
+            {
+                "offsets.topic.num.partitions": OFFSETS_PARTITIONS,
+                "min.insync.replicas": config.min_insync_replicas,
+                "unclean.leader.election.enable": config.unclean_leader_election,
+            }
+        )
+        if config.flush_messages is not None:
+            broker_config["log.flush.interval.messages"] = config.flush_messages
+    return broker_config
+
+
+async def _run(
+    config: SimConfig, trace: list[str], ops: list[ProduceOp], outcome: _Outcome
+) -> None:
+    rng = random.Random(config.seed)
+    broker_config = _broker_config(config)
     async with open_cluster(
         config.brokers,
         seed=config.seed,
@@ -627,29 +1008,44 @@ async def _run(
                     },
                 )
             sim.log(f"topic {TOPIC} created")
-            until = trio.current_time() + config.chaos_seconds
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(sim.watch_invariants)
+                if config.group_consumers:
+                    sim.start_group(nursery)
+                    await sim.wait_for_group()
+                until = trio.current_time() + config.chaos_seconds
                 async with trio.open_nursery() as work:
                     if config.scenario is None:
                         work.start_soon(sim.faults, until)
+                        if config.group_consumers:
+                            work.start_soon(sim.member_faults, until)
                     else:
                         until = math.inf  # the scenario decides when the workload ends
                         work.start_soon(_drive, config.scenario, sim)
                     for index in range(config.producers):
                         work.start_soon(sim.produce, index, until)
                 await sim.settle()
+                if config.group_consumers:
+                    await sim.catch_up()
                 sim.checker.check(cluster)
                 nursery.cancel_scope.cancel()
+            if config.group_consumers:
+                outcome.group = sim.group_history()
             reads = await sim.read_everything()
-            result_check = check(ops, reads, durable=_durable(config))
+            outcome.check = check(ops, reads, durable=_durable(config))
+            if outcome.group is not None:
+                outcome.group_check = check_group(
+                    ops,
+                    outcome.group,
+                    reads if config.durable else None,
+                    durable=_durable(config),
+                )
         except* InvariantViolation as group:  # from the watcher task: inside a group
-            violation = str(group.exceptions[0])
-            sim.log(f"INVARIANT VIOLATED: {violation}")
+            outcome.violation = str(group.exceptions[0])
+            sim.log(f"INVARIANT VIOLATED: {outcome.violation}")
         except* trio.TooSlowError:
-            violation = "the cluster did not converge after healing"
-            sim.log(violation)
-    return violation, result_check
+            outcome.violation = "the cluster did not converge after healing"
+            sim.log(outcome.violation)
 
 
 def simulate(config: SimConfig) -> SimResult:

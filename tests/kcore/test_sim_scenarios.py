@@ -360,3 +360,44 @@ def test_a_zookeeper_restart_loses_nothing():
         await _full_isr(sim)
 
     _assert_nothing_lost(_run(scenario, seed=10, faults=("restart_zookeeper",)))
+
+
+def test_a_group_survives_a_crashed_member_and_its_coordinators_death():
+    """Three members of a consumer group, committing after processing: one crashes (no
+    commit, no LeaveGroup), then the broker coordinating the group dies; the group moves to
+    the new coordinator, the crashed member's partition moves to a survivor by the session
+    timeout, and in the end every acknowledged record was consumed, no commit went
+    backwards and none skipped a record."""
+    seen = Seen()
+    crashed = {}
+
+    async def scenario(sim: Simulation) -> None:
+        await _more_acks(sim)
+        owner = next(s for s in sim.members if s.consumer.assignment())
+        crashed.update(name=owner.name, partitions=owner.consumer.assignment())
+        sim.crash_member(owner)
+        await _more_acks(sim)
+        coordinator = sim.coordinator()
+        seen.leaders.append(coordinator)
+        await sim.kill(coordinator)
+        await sim.wait_until(lambda: sim.coordinator() not in (None, coordinator))
+        seen.leaders.append(sim.coordinator())
+        await sim.wait_until(sim.group_covers_topic)
+        await _more_acks(sim, 10)
+        await sim.start(coordinator)
+        sim.start_member(owner)
+
+    result = _run(scenario, seed=4, partitions=2, group_consumers=3)
+    _assert_nothing_lost(result)
+    assert seen.leaders[0] != seen.leaders[1]
+    group = result.group_check
+    assert group is not None and group.valid, group.summary()
+    assert group.acknowledged == result.check.durable and group.distinct >= group.acknowledged
+    assert group.commits["ok"] > 0
+    # Another member took the crashed one's partitions over, and committed them.
+    for tp in crashed["partitions"]:
+        assert any(c.tp == tp and c.member != crashed["name"] for c in result.group.consumed)
+        assert any(
+            c.outcome is Outcome.OK and c.member != crashed["name"] and tp in dict(c.offsets)
+            for c in result.group.commits
+        )

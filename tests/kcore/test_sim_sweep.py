@@ -11,6 +11,7 @@ kept below with what they found.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -89,6 +90,43 @@ def _trace_in_subprocess(seed: int, hash_seed: str) -> str:
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
+
+
+# A consumer group of 3 under 10 virtual seconds of faults: seed 1 crashes a member and
+# restarts it; seed 3 (the replay below) kills the group's coordinator and crashes two.
+GROUP_CHAOS_SECONDS = 10.0
+
+
+def test_a_consumer_group_under_faults_consumes_every_acknowledged_record():
+    outcome = run_seed(SimConfig(seed=1, chaos_seconds=GROUP_CHAOS_SECONDS, group_consumers=3))
+    assert outcome.ok, outcome.text
+    assert "3 group consumers): ok" in outcome.text
+    assert re.search(r"group: acknowledged [1-9]\d*, consumed [1-9].* anomalies 0", outcome.text)
+
+
+@pytest.mark.timeout(120)
+def test_a_group_seed_replays_exactly_in_another_process():
+    """With a consumer group, too: the members' crashes and restarts, rebalances, commits
+    and what each consumed replay to the virtual millisecond."""
+    command = [sys.executable, "-m", "kcore.sim", "--seed", "3", "--trace", "--group-consumers"]
+    command += ["3", "--chaos-seconds", str(GROUP_CHAOS_SECONDS), "--log-level", "CRITICAL"]
+    runs = [
+        subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+        )
+        for hash_seed in ("1", "2")
+    ]
+    outputs = [run.communicate(timeout=110) for run in runs]
+    for run, (out, err) in zip(runs, outputs, strict=True):
+        assert run.returncode == 0, out + err
+    first, second = outputs[0][0], outputs[1][0]
+    assert "kill the group coordinator" in first and "crash group member" in first
+    assert "member-1.2 assigned" in first or "start group member-1.2" in first
+    assert second == first
 
 
 def test_a_seed_replays_exactly_in_another_process():
