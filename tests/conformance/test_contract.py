@@ -303,13 +303,14 @@ async def test_expiry_deletes_ephemerals_fires_watches_and_opens_a_new_session(
 
 
 async def test_reconnect_keeps_the_session_its_ephemerals_and_watches(
-    open_client, base, controls, target, request
+    open_client, base, controls, target
 ):
-    if target[0] in ("real", "kazoo-zkstub"):
-        # Open: after a reconnect the kazoo adapter's data watch does not fire (kazoo sends
-        # no SetWatches, and an event the server still sends is not delivered: on zkstub the
-        # event reaches kazoo and stops there); the session and ephemeral survive.
-        request.applymarker(pytest.mark.xfail(reason="kazoo watch re-registration", strict=False))
+    # Through kazoo (the `real` and `kazoo-zkstub` targets) a data watch does not fire after
+    # a reconnect: kazoo 2.11 sends no SetWatches, and an event the server still sends
+    # stops in kazoo (seen on zkstub). That is kazoo's, not a server's: zkstub's own client
+    # shows both servers keep the watch (`jute-real`, `jute`); through kazoo the session and
+    # its ephemeral are checked.
+    watch_survives = target[0] not in ("real", "kazoo-zkstub")
     zk = await open_client()
     writer = await open_client()
     await zk.create(f"{base}/e", ephemeral=True)
@@ -323,8 +324,9 @@ async def test_reconnect_keeps_the_session_its_ephemerals_and_watches(
     assert ClientState.EXPIRED not in states
     await writer.set(f"{base}/e", b"after")
     await zk.exists(f"{base}/e")
-    await poll_until(lambda: events)
-    assert events == [WatchedEvent(EventType.CHANGED, f"{base}/e")]
+    if watch_survives:
+        await poll_until(lambda: events)
+        assert events == [WatchedEvent(EventType.CHANGED, f"{base}/e")]
     assert zk.session_id == session
     assert (await writer.exists(f"{base}/e")).ephemeralOwner == session
 
