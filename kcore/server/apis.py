@@ -403,6 +403,8 @@ class KafkaApis:
         config = self.config
         live = sorted(self.metadata_cache.brokers)
         factor = config.offsets_topic_replication_factor
+        if not live:
+            return  # this broker has not heard from the controller yet: nothing to judge by
         if len(live) < factor:
             logger.error(
                 "Number of alive brokers '%d' does not meet the required replication factor "
