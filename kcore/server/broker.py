@@ -248,6 +248,7 @@ class BrokerServer:
         coordinator = GroupCoordinator(
             self.broker_id, replica_manager, core,
             wall_clock_ms=lambda: int(self.clock() * 1000), partition_exists=partition_exists,
+            commit_timeout_ms=config.offsets_commit_timeout_ms,
         )  # fmt: skip
         replica_manager.leadership_listeners.append(coordinator.on_leadership_change)
         return coordinator

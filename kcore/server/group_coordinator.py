@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("kcore.server.group_coordinator")
 
-OFFSETS_COMMIT_TIMEOUT_MS = 5000  # Kafka's offsets.commit.timeout.ms
 LOAD_READ_BYTES = 5 * 1024 * 1024  # Kafka's offsets.load.buffer.size
 
 
@@ -74,6 +73,8 @@ class GroupCoordinator:
     core: GroupCoordinatorCore
     wall_clock_ms: Callable[[], int]
     partition_exists: Callable[[str, int], bool]  # OffsetCommit's check, on the metadata
+    # Kafka's offsets.commit.timeout.ms: how long a store waits for its acks=all.
+    commit_timeout_ms: int = 5000
     _waiting: dict[object, _Answer] = attrs.field(factory=dict)
     _timers: dict[TimerKey, float] = attrs.field(factory=dict)  # key -> Trio deadline
     _timers_changed: trio.Event = attrs.field(factory=trio.Event)
@@ -170,7 +171,7 @@ class GroupCoordinator:
                     records.append((now_ms, encode_key(GroupMetadataKey(effect.group_id)), None))
         acks = 1 if isinstance(effect, AppendTombstones) else -1
         request = ProduceRequest(
-            acks, OFFSETS_COMMIT_TIMEOUT_MS,
+            acks, self.commit_timeout_ms,
             (ProducePartitionData(OFFSETS_TOPIC, effect.partition, build_batch(records)),),
         )  # fmt: skip
         response = await self.replica_manager.append_records(request)
