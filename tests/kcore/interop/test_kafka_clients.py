@@ -159,6 +159,7 @@ def test_kafka_python_produces_and_consumes_by_assignment(kafka_cluster, require
         admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=3)])
     finally:
         admin.close()
+    wait_until_every_broker_knows(kafka_cluster, topic, 2)
     producer = KafkaProducer(
         bootstrap_servers=kafka_cluster.bootstrap_servers, acks="all", compression_type="gzip"
     )
@@ -269,6 +270,8 @@ def test_confluent_kafka_describes_topic_and_broker_configs(kafka_cluster, requi
     topic = _new_topic()
     created = admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "3600000"})])
     created[topic].result(timeout=60)
+    # Any broker may answer; one that has not heard of the topic yet says it does not exist.
+    wait_until_every_broker_knows(kafka_cluster, topic, 1)
     described = admin.describe_configs(
         [ConfigResource(ConfigResource.Type.TOPIC, topic), ConfigResource("broker", "2")]
     )
