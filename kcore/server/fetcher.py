@@ -76,6 +76,8 @@ class PartitionFetchState:
     current_leader_epoch: int
     truncating: bool = True
     delayed_until: float = -math.inf
+    # KIP-279's next question after a round that could not finish (see truncation).
+    epoch_to_ask: int | None = None
 
 
 class ReplicaAccess(Protocol):
@@ -199,8 +201,18 @@ class ReplicaFetcher:
         truncating = [tp for tp in ready if self.partitions[tp].truncating]
         if truncating:
             await self._truncate(client, truncating)
-            return
-        await self._fetch(client, ready)
+        # Kafka's doWork: truncate what must be, then fetch the rest in the same round, so a
+        # partition still truncating never holds back the others of this leader.
+        now = trio.current_time()
+        fetching = [
+            tp
+            for tp in ready
+            if (state := self.partitions.get(tp)) is not None
+            and not state.truncating
+            and state.delayed_until <= now
+        ]
+        if fetching:
+            await self._fetch(client, fetching)
 
     def _delay(self, tps: Iterable[TopicPartition]) -> None:
         until = trio.current_time() + self.settings.backoff_ms / 1000
@@ -242,9 +254,10 @@ class ReplicaFetcher:
                 self._start_fetching(tp, state, partition)
                 continue
             sent[tp] = state
+            asked = latest if state.epoch_to_ask is None else min(state.epoch_to_ask, latest)
             asks.append(
                 OffsetForLeaderEpochPartition(
-                    tp.topic, tp.partition, state.current_leader_epoch, latest
+                    tp.topic, tp.partition, state.current_leader_epoch, asked
                 )
             )
         if not asks:
@@ -296,6 +309,8 @@ class ReplicaFetcher:
                     continue
             if truncation.truncation_completed:
                 self._start_fetching(tp, state, partition)
+            else:
+                state.epoch_to_ask = truncation.epoch_to_ask
 
     def _start_fetching(
         self, tp: TopicPartition, state: PartitionFetchState, partition: Partition

@@ -7,7 +7,7 @@ epoch ends in its log. The follower then:
 - has no epoch to ask about, or the leader cannot say: truncates to its high watermark
   (the pre-KIP-101 rule, kept as the fallback);
 - does not know the leader's epoch: truncates to the end of its own largest epoch below it
-  and asks again (KIP-279: several epochs may have diverged);
+  and asks again about that epoch (KIP-279: several epochs may have diverged);
 - knows it: truncates to the smaller of the two end offsets for that epoch. Done.
 """
 
@@ -24,6 +24,10 @@ from kcore.log import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 class OffsetTruncationState:
     offset: int
     truncation_completed: bool
+    # When not completed: the epoch to ask the leader about next (our largest below the
+    # leader's answer). Not "our latest after truncating": an epoch assigned at our log end
+    # holds no record and survives a truncation to the log end, so it would be asked again.
+    epoch_to_ask: int | None = None
 
 
 def offset_truncation_state(
@@ -49,5 +53,7 @@ def offset_truncation_state(
     if follower_epoch != leader_epoch:
         # The leader's epoch is unknown here: cut back to the end of our largest epoch
         # below it and ask again with that epoch.
-        return OffsetTruncationState(min(follower_end_offset, log_end_offset), False)
+        return OffsetTruncationState(
+            min(follower_end_offset, log_end_offset), False, epoch_to_ask=follower_epoch
+        )
     return OffsetTruncationState(min(follower_end_offset, leader_end_offset, log_end_offset), True)

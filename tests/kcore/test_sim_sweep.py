@@ -104,6 +104,17 @@ def test_a_consumer_group_under_faults_consumes_every_acknowledged_record():
     assert re.search(r"group: acknowledged [1-9]\d*, consumed [1-9].* anomalies 0", outcome.text)
 
 
+def test_a_broker_restarted_after_leading_an_epoch_it_never_wrote_in_rejoins_the_isr():
+    """Seed 50022 of the group campaign: broker 2 led an offsets partition for an epoch
+    without writing in it, then was shut down; after its restart its fetcher asked the
+    leader about that epoch round after round (KIP-279's walk never moved on) and, busy
+    truncating one partition, fetched none of the others: it never rejoined the ISR of any
+    partition led by broker 1 and the cluster never converged."""
+    config = SimConfig(seed=50022, group_consumers=3, idempotent=True)
+    outcome = run_seed(config)
+    assert outcome.ok, outcome.text
+
+
 @pytest.mark.timeout(120)
 def test_a_group_seed_replays_exactly_in_another_process():
     """With a consumer group, too: the members' crashes and restarts, rebalances, commits

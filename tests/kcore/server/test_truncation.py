@@ -21,11 +21,13 @@ def _lookup(cache, log_end_offset):
 
 
 def _walk(leader, leader_leo, follower, follower_leo, follower_hw=0):
-    """Runs rounds of OffsetsForLeaderEpoch until truncation completes; returns the offsets
-    truncated to, in order."""
+    """Runs rounds of OffsetsForLeaderEpoch as the fetcher does (asking its latest epoch,
+    then the epoch the previous round named; a cut only when below the log end) until
+    truncation completes; returns the offsets truncated to, in order."""
     offsets = []
-    while True:
-        asked = follower.latest_epoch
+    epoch_to_ask = None
+    for _ in range(10):
+        asked = follower.latest_epoch if epoch_to_ask is None else epoch_to_ask
         epoch, end = leader.end_offset_for(asked, leader_leo)
         state = offset_truncation_state(
             leader_epoch=epoch,
@@ -35,10 +37,13 @@ def _walk(leader, leader_leo, follower, follower_leo, follower_hw=0):
             high_watermark=follower_hw,
         )
         offsets.append(state.offset)
-        follower_leo = min(follower_leo, state.offset)
-        follower.truncate_from_end(follower_leo)
+        if state.offset < follower_leo:
+            follower_leo = state.offset
+            follower.truncate_from_end(follower_leo)
         if state.truncation_completed:
             return offsets
+        epoch_to_ask = state.epoch_to_ask
+    raise AssertionError(f"truncation never completed: {offsets}")
 
 
 def test_kip101_scenario_1_a_restarted_follower_keeps_what_the_leader_has():
@@ -69,6 +74,19 @@ def test_kip279_several_diverged_epochs_take_several_rounds():
     # Round 1: asked 3, the leader answers (2, 9); the follower has no epoch 2 and cuts to
     # the end of its epoch 1 (5). Round 2: asked 1, answered (1, 5): done at 5.
     assert _walk(leader, 10, follower, 8) == [5, 5]
+
+
+def test_an_epoch_led_without_writing_does_not_make_the_walk_ask_forever():
+    # The follower led epoch 2 from its log end (3) and wrote nothing before losing it; the
+    # leader never had epoch 2, its epoch 0 ended at 2 and its epoch 1 at 4. Round 1: asked
+    # 2, answered (1, 4); the follower has no epoch 1 and its epoch 0 ends at 3, its log
+    # end, so nothing is cut and its latest epoch is still 2. Round 2 must ask about epoch
+    # 0 (answered (0, 2)): done at 2. Asking about epoch 2 again got the same answer
+    # forever, and the fetcher never fetched (seed 50022: a restarted broker never
+    # rejoined the ISR).
+    follower = _cache((0, 0), (2, 3))  # LEO 3
+    leader = _cache((0, 0), (1, 2), (3, 4))  # LEO 5
+    assert _walk(leader, 5, follower, 3) == [3, 2]
 
 
 def test_leader_without_the_epoch_falls_back_to_the_high_watermark():
