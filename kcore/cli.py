@@ -2,7 +2,7 @@
 `kcore version`, `kcore demo`, `kcore dump-log FILE...` (Kafka's kafka-dump-log.sh), and
 Kafka's tools speaking to brokers through kcore's clients (`kcore topics`, `kcore configs`,
 `kcore leader-election`, `kcore console-producer`, `kcore console-consumer`,
-`kcore consumer-groups`: `kcore.tools`)."""
+`kcore consumer-groups`: `kcore.tools`), and `kcore zookeeper-shell` (zkCli)."""
 
 from __future__ import annotations
 
@@ -35,11 +35,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_dump_log(args: argparse.Namespace) -> int:
-    """Kafka's `kafka-dump-log.sh --files F [--print-data-log]` for kcore's segment files:
-    "Dumping F", then what `kcore.log.dump` makes of the bytes."""
+    """Kafka's `kafka-dump-log.sh --files F [--print-data-log]` for kcore's segment and
+    producer snapshot files: "Dumping F", then what `kcore.log.dump` makes of the bytes."""
     import pathlib
 
-    from kcore.log.dump import dump_log
+    from kcore.log.dump import (
+        SNAPSHOT_SUFFIX,
+        CorruptSnapshotError,
+        dump_log,
+        dump_producer_snapshot,
+    )
 
     files = list(args.files) + [f for group in args.files_option for f in group.split(",") if f]
     if not files:
@@ -49,7 +54,8 @@ def _cmd_dump_log(args: argparse.Namespace) -> int:
     for name in files:
         path = pathlib.Path(name)
         print(f"Dumping {name}")
-        if not path.name.endswith(".log"):
+        is_snapshot = path.name.endswith(SNAPSHOT_SUFFIX)
+        if not (is_snapshot or path.name.endswith(".log")):
             print(f"Ignoring unknown file {name}", file=sys.stderr)
             continue
         try:
@@ -58,12 +64,20 @@ def _cmd_dump_log(args: argparse.Namespace) -> int:
             print(f"kcore dump-log: {error}", file=sys.stderr)
             status = 1
             continue
-        for line in dump_log(
-            data,
-            path.name,
-            print_data_log=args.print_data_log,
-            deep_iteration=args.deep_iteration,
-        ):
+        if is_snapshot:
+            try:
+                lines = dump_producer_snapshot(data, path.name)
+            except CorruptSnapshotError as error:
+                print(error, file=sys.stderr)  # as Kafka's tool: the message, and go on
+                continue
+        else:
+            lines = dump_log(
+                data,
+                path.name,
+                print_data_log=args.print_data_log,
+                deep_iteration=args.deep_iteration,
+            )
+        for line in lines:
             print(line)
     return status
 
@@ -131,7 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     dump = commands.add_parser(
         "dump-log", help="print segment files as Kafka's kafka-dump-log.sh does"
     )
-    dump.add_argument("files", nargs="*", metavar="FILE", help="segment files (NNN.log)")
+    dump.add_argument(
+        "files", nargs="*", metavar="FILE", help="segment or snapshot files (N.log, N.snapshot)"
+    )
     dump.add_argument(
         "--files",
         dest="files_option",

@@ -72,6 +72,18 @@ def _watcher(watch: Watch | None) -> _Watcher | None:
     return None if watch is None else _Watcher(watch)
 
 
+@attrs.frozen
+class _CreationWatcher:
+    """Calls its `Watch` only when the znode is created (Kafka's handlers that override
+    handleCreation alone): the controller's own writes to it then wake nothing."""
+
+    on_created: Watch
+
+    def __call__(self, event: zkstub.WatchedEvent) -> None:
+        if event.type is zkstub.EventType.CREATED:
+            self.on_created()
+
+
 class ZooKeeperUnreachableError(zkstub.ConnectionLossError):
     """No session could be opened with `zookeeper.connect` within the connection timeout."""
 
@@ -171,6 +183,9 @@ class RetryUntilConnected:
 
     async def delete(self, *args: Any, **kwargs: Any) -> Any:
         return await self._retry("delete", *args, **kwargs)
+
+    async def sync(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._retry("sync", *args, **kwargs)
 
     @property
     def session_id(self) -> int:
@@ -444,6 +459,29 @@ class KafkaZkClient:
             return None
         return zkdata.decode_controller_epoch(data), stat
 
+    async def get_elected_controller(self, *, sync: bool = False) -> tuple[int | None, int | None]:
+        """(the controller's broker id, the controller epoch) as ZooKeeper holds them, what a
+        broker checks a control request's claim against. The epoch is None when
+        /controller_epoch does not exist; the id None when /controller does not, or was not
+        written by the election that set this epoch (the one multi writes both, so
+        /controller's czxid is the epoch znode's mzxid: two reads with an election between
+        them pair nothing). `sync` first brings the ZooKeeper server this client talks to
+        up to date with its leader (an election may not have reached a follower yet)."""
+        if sync:
+            await self.zk.sync(zkdata.CONTROLLER_EPOCH)
+        try:
+            epoch_data, epoch_stat = await self.zk.get(zkdata.CONTROLLER_EPOCH)
+        except zkstub.NoNodeError:
+            return None, None
+        epoch = zkdata.decode_controller_epoch(epoch_data)
+        try:
+            data, stat = await self.zk.get(zkdata.CONTROLLER)
+        except zkstub.NoNodeError:
+            return None, epoch
+        if stat.czxid != epoch_stat.mzxid:
+            return None, epoch
+        return zkdata.decode_controller(data), epoch
+
     async def register_controller_and_increment_controller_epoch(
         self, controller_id: int
     ) -> tuple[int, int]:
@@ -672,9 +710,58 @@ class KafkaZkClient:
             make_parents=True,
         )
 
+    async def create_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, Iterable[int]]
+    ) -> None:
+        """What Kafka's kafka-reassign-partitions tool wrote before KIP-455: the controller
+        reassigns the partitions, removing each from the znode when it completes.
+        NodeExistsError while an earlier one is still in progress."""
+        await self._single_attempt.create(
+            zkdata.REASSIGN_PARTITIONS,
+            zkdata.encode_reassignment(reassignment),
+            make_parents=True,
+        )
+
     async def delete_preferred_replica_election(self, expected_epoch_zk_version: int) -> None:
         """The controller is done with /admin/preferred_replica_election (fenced)."""
         await self._delete_fenced(zkdata.PREFERRED_REPLICA_ELECTION, expected_epoch_zk_version)
+
+    async def get_partition_reassignment(
+        self, on_created: Watch | None = None
+    ) -> dict[TopicPartition, tuple[int, ...]] | None:
+        """What /admin/reassign_partitions asks for (partition -> target replicas), None
+        when it does not exist; `on_created` is called when it is next created (only then:
+        Kafka's PartitionReassignmentHandler)."""
+        path = zkdata.REASSIGN_PARTITIONS
+        watcher = None if on_created is None else _CreationWatcher(on_created)
+        stat = await self.zk.exists(path, watch=watcher)
+        if stat is None:
+            return None
+        try:
+            data, _ = await self.zk.get(path)
+        except zkstub.NoNodeError:
+            return None
+        return zkdata.decode_reassignment(data)
+
+    async def set_partition_reassignment(
+        self, reassignment: Mapping[TopicPartition, Sequence[int]], expected_epoch_zk_version: int
+    ) -> None:
+        """The controller rewrites /admin/reassign_partitions (fenced), creating it if it is
+        gone (Kafka's setOrCreatePartitionReassignment)."""
+        data = zkdata.encode_reassignment(reassignment)
+        try:
+            await self.fenced(
+                zkstub.Op.set(zkdata.REASSIGN_PARTITIONS, data), expected_epoch_zk_version
+            )
+        except zkstub.NoNodeError:
+            await self._fenced_create_if_absent(zkdata.ADMIN, expected_epoch_zk_version)
+            await self.fenced(
+                zkstub.Op.create(zkdata.REASSIGN_PARTITIONS, data), expected_epoch_zk_version
+            )
+
+    async def delete_partition_reassignment(self, expected_epoch_zk_version: int) -> None:
+        """Every reassignment /admin/reassign_partitions asked for is done (fenced)."""
+        await self._delete_fenced(zkdata.REASSIGN_PARTITIONS, expected_epoch_zk_version)
 
     async def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
         """Claims the next block of producer ids [start, end] with a conditional write on
@@ -803,9 +890,14 @@ class KafkaZkClient:
         except zkstub.NoNodeError:
             pass
 
-    async def get_partition_state(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
+    async def get_partition_state(
+        self, tp: TopicPartition, watch: Watch | None = None
+    ) -> LeaderIsrAndControllerEpoch | None:
+        """The partition's state, None when it has none; `watch` on its changes (the
+        controller's on a partition being reassigned: Kafka's
+        PartitionReassignmentIsrChangeHandler)."""
         try:
-            data, stat = await self.zk.get(zkdata.partition_state_path(tp))
+            data, stat = await self.zk.get(zkdata.partition_state_path(tp), watch=_watcher(watch))
         except zkstub.NoNodeError:
             return None
         return zkdata.decode_partition_state(tp, data, stat.version)

@@ -105,6 +105,12 @@ class ServerConnection:
     def peer_address(self) -> Address:
         return self.connection.peer_address
 
+    @property
+    def peer_certificate(self) -> bytes | None:
+        """The DER certificate the peer presented in the TLS handshake; None when it
+        presented none, or the connection is not TLS."""
+        return getattr(self.connection, "peer_certificate", None)
+
     def push(self, body: object) -> bool:
         """Queues `[-1, 0, body]` behind the responses already queued (never blocks).
         False, and nothing sent, when the connection is closed or closing."""

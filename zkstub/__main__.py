@@ -1,5 +1,5 @@
 import sys
 
-from zkstub._cli import main
+from zkstub.cli import main
 
 sys.exit(main())

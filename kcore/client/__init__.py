@@ -7,7 +7,13 @@ pairs; the network is real TCP and the randomness a fresh random.Random unless g
 from kcore.client._config import ClientConfigError, InvalidPartitionError
 from kcore.client._metadata import BrokerInfo, PartitionInfo
 from kcore.client._partitioner import murmur2, partition_for_key
-from kcore.client.admin import Admin, ClusterDescription, NewTopic, TopicDescription
+from kcore.client.admin import (
+    Admin,
+    ClusterDescription,
+    NewTopic,
+    PartitionReassignment,
+    TopicDescription,
+)
 from kcore.client.assignors import (
     CooperativeStickyAssignor,
     RangeAssignor,
@@ -29,6 +35,7 @@ __all__ = [
     "InvalidPartitionError",
     "NewTopic",
     "PartitionInfo",
+    "PartitionReassignment",
     "Producer",
     "ProducerClosedError",
     "RangeAssignor",

@@ -3,13 +3,18 @@ so a typo or a bad value fails where it was written, naming the setting."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import transport
 from kcore import errors
 from kcore.common import TopicPartition
+from kcore.config import ConfigError
+from kcore.security import client_context
 
 __all__ = [
+    "SECURITY_SETTINGS",
     "ClientConfigError",
     "InvalidPartitionError",
     "check_assignors",
@@ -20,8 +25,27 @@ __all__ = [
     "check_no_unknown",
     "parse_acks",
     "parse_bootstrap",
+    "security_network",
     "to_topic_partition",
 ]
+
+# Kafka's client security settings, python-style (`security.protocol` is
+# `security_protocol`); the ssl_* ones mean what the broker's ssl.* settings mean
+# (kcore.security.tls: PEM key material only, so the store types default to PEM here).
+SECURITY_SETTINGS = (
+    "security_protocol",
+    "ssl_truststore_type",
+    "ssl_truststore_location",
+    "ssl_truststore_certificates",
+    "ssl_keystore_type",
+    "ssl_keystore_location",
+    "ssl_keystore_key",
+    "ssl_keystore_certificate_chain",
+    "ssl_key_password",
+    "ssl_endpoint_identification_algorithm",
+    "ssl_protocol",
+    "ssl_enabled_protocols",
+)
 
 
 class ClientConfigError(errors.InvalidConfigurationError, ValueError):
@@ -151,6 +175,55 @@ def parse_bootstrap(bootstrap: object) -> tuple[tuple[str, int], ...]:
     if not addresses:
         raise ClientConfigError(f"bootstrap servers: no address given in {bootstrap!r}")
     return tuple(addresses)
+
+
+def security_network(
+    network: transport.Network | None = None, **settings: Any
+) -> transport.Network:
+    """The network a client reaches brokers through, given Kafka's security settings
+    (`SECURITY_SETTINGS`): `network` (real TCP when None), in TLS when `security_protocol`
+    is "SSL" (Kafka's default, "PLAINTEXT", is none). The TLS context is built here, so a
+    missing file or a JKS store fails where the client is made, naming the setting."""
+    check_no_unknown(
+        "security",
+        {k: v for k, v in settings.items() if k not in SECURITY_SETTINGS},
+        SECURITY_SETTINGS,
+    )
+    protocol = str(settings.get("security_protocol") or "PLAINTEXT").upper()
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        raise ClientConfigError(
+            f"security_protocol={protocol} is not supported yet: SASL is not implemented"
+        )
+    if protocol not in ("PLAINTEXT", "SSL"):
+        raise ClientConfigError(
+            f"security_protocol must be PLAINTEXT or SSL; got {settings['security_protocol']!r}"
+        )
+    network = network if network is not None else transport.TcpNetwork()
+    if protocol == "PLAINTEXT":
+        ssl_only = sorted(k for k, v in settings.items() if k.startswith("ssl_") and v is not None)
+        if ssl_only:
+            raise ClientConfigError(
+                f"{', '.join(ssl_only)} given with security_protocol=PLAINTEXT: "
+                "set security_protocol=SSL to connect in TLS"
+            )
+        return network
+    with_tls = getattr(network, "with_tls", None)
+    if with_tls is None:
+        raise ClientConfigError(
+            f"security_protocol=SSL needs a network that does TLS (real TCP); "
+            f"{type(network).__name__} does not"
+        )
+    # PEM is the only store a client here can read: it is the default (Kafka's is JKS).
+    dotted = {"ssl.keystore.type": "PEM", "ssl.truststore.type": "PEM"}
+    dotted.update(
+        (name.replace("_", "."), value) for name, value in settings.items() if value is not None
+    )
+    try:
+        return with_tls(client_context(dotted))
+    except ConfigError as error:
+        # The broker's dotted names, as this client's settings are written.
+        message = re.sub(r"\bssl(\.[a-z]+)+", lambda m: m.group(0).replace(".", "_"), str(error))
+        raise ClientConfigError(message) from None
 
 
 def to_topic_partition(value: object) -> TopicPartition:

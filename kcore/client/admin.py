@@ -1,11 +1,13 @@
 """The admin client: create / delete / describe topics, list topics, describe the cluster,
-add partitions, describe and alter configs, delete records.
+add partitions, elect leaders, reassign partitions, describe and alter configs, delete
+records.
 
-Topic creation and deletion and partition additions go to the controller (found in the
-metadata); a broker that answers NOT_CONTROLLER makes the client refresh its metadata and
-try the new controller. `create_topic` and `create_partitions` return once every new
-partition has a leader, so it can be produced to at once. A topic's configs are asked of any
-broker, a broker's of that broker; records are deleted by each partition's leader.
+Topic creation and deletion, partition additions, leader elections and partition
+reassignments go to the controller (found in the metadata); a broker that answers
+NOT_CONTROLLER makes the client refresh its metadata and try the new controller.
+`create_topic` and `create_partitions` return once every new partition has a leader, so it
+can be produced to at once. A topic's configs are asked of any broker, a broker's of that
+broker; records are deleted by each partition's leader.
 Reference: Kafka's KafkaAdminClient.
 """
 
@@ -24,7 +26,14 @@ import actors
 import transport
 from kcore import errors
 from kcore.client import group_admin
-from kcore.client._config import check_int, check_no_unknown, parse_bootstrap, to_topic_partition
+from kcore.client._config import (
+    SECURITY_SETTINGS,
+    check_int,
+    check_no_unknown,
+    parse_bootstrap,
+    security_network,
+    to_topic_partition,
+)
 from kcore.client._connections import Address, Connections
 from kcore.client._metadata import BrokerInfo, Cluster, MetadataManager, PartitionInfo
 from kcore.common import ElectionType, TopicPartition
@@ -40,6 +49,8 @@ from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.data import (
     AlterableConfig,
     AlterConfigsResource,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     ConfigResource,
     CreatableTopic,
     CreatePartitionsRequest,
@@ -60,10 +71,14 @@ from kcore.protocol.data import (
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListedPartition,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    ReassignablePartition,
     TopicResult,
 )
 
-__all__ = ["Admin", "ClusterDescription", "NewTopic", "TopicDescription"]
+__all__ = ["Admin", "ClusterDescription", "NewTopic", "PartitionReassignment", "TopicDescription"]
 
 log = logging.getLogger("kcore.client.admin")
 
@@ -97,6 +112,17 @@ class TopicDescription:
     name: str
     topic_id: str | None
     partitions: tuple[PartitionInfo, ...]
+
+
+@attrs.frozen
+class PartitionReassignment:
+    """A reassignment in progress (Kafka's PartitionReassignment): `replicas` is the full
+    replica set while it runs, the target replicas first, then the original ones it still
+    has; `adding_replicas` are joining, `removing_replicas` leave once it completes."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @attrs.frozen
@@ -134,12 +160,14 @@ class Admin:
         retry_backoff_ms: int = 100,
         **unknown: Any,
     ) -> None:
-        check_no_unknown("admin", unknown, _SETTINGS)
+        # Kafka's security.protocol and ssl.* settings: the network they describe.
+        security = {k: unknown.pop(k) for k in SECURITY_SETTINGS if k in unknown}
+        check_no_unknown("admin", unknown, _SETTINGS + SECURITY_SETTINGS)
         self.bootstrap = parse_bootstrap(bootstrap)
         self.request_timeout_ms = check_int("request_timeout_ms", request_timeout_ms, minimum=1)
         self.retry_backoff_ms = check_int("retry_backoff_ms", retry_backoff_ms, minimum=1)
         self.client_id = client_id
-        self._network = network if network is not None else transport.TcpNetwork()
+        self._network = security_network(network, **security)
         self._rng = rng if rng is not None else random.Random()
         self._stack: contextlib.AsyncExitStack | None = None
         self._session_open: _Session | None = None
@@ -377,6 +405,90 @@ class Admin:
                 r.error_code, r.error_message or errors.ERROR_NAMES.get(r.error_code, "")
             )
             for r in response.results
+        }
+
+    # -- partition reassignments ---------------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[tuple[str, int] | TopicPartition, Sequence[int] | None],
+        *,
+        timeout: float = 30.0,
+    ) -> dict[TopicPartition, errors.KafkaError | None]:
+        """Asks the controller to move partitions to new replicas (Kafka's
+        AlterPartitionReassignments, KIP-455): each partition to its target replica list,
+        or None to cancel its reassignment in progress (its replicas go back to what they
+        were). Returns once the controller started them, not once they completed (see
+        `list_partition_reassignments`); a new target for a partition being reassigned
+        replaces the old one. Each partition's outcome: None when started, else its error
+        (`InvalidReplicaAssignmentError` for an empty list, duplicates or a broker that is
+        not alive, `UnknownTopicOrPartitionError`, `NoReassignmentInProgressError` when
+        cancelling what is not running)."""
+        asked = tuple(
+            ReassignablePartition(
+                tp.topic, tp.partition, None if replicas is None else tuple(replicas)
+            )
+            for tp, replicas in (
+                (to_topic_partition(p), replicas) for p, replicas in reassignments.items()
+            )
+        )
+        async with self._session() as session:
+            with _deadline(timeout, "reassigning partitions"):
+                response = await self._until_the_controller_answers(
+                    session,
+                    ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                    lambda timeout_ms: AlterPartitionReassignmentsRequest(asked, timeout_ms),
+                    AlterPartitionReassignmentsResponse,
+                )
+        if response.error_code:
+            raise errors.error_for_code(
+                response.error_code,
+                response.error_message or "AlterPartitionReassignments failed",
+            )
+        return {
+            TopicPartition(r.topic, r.partition): None
+            if r.error_code == 0
+            else errors.error_for_code(
+                r.error_code, r.error_message or errors.ERROR_NAMES.get(r.error_code, "")
+            )
+            for r in response.partitions
+        }
+
+    async def list_partition_reassignments(
+        self,
+        partitions: Iterable[tuple[str, int] | TopicPartition] | None = None,
+        *,
+        timeout: float = 30.0,
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The reassignments in progress (Kafka's ListPartitionReassignments) of the given
+        partitions, or of every partition for None; a partition not being reassigned is
+        left out."""
+        asked = (
+            None
+            if partitions is None
+            else tuple(
+                ListedPartition(tp.topic, tp.partition)
+                for tp in map(to_topic_partition, partitions)
+            )
+        )
+        async with self._session() as session:
+            with _deadline(timeout, "listing partition reassignments"):
+                response = await self._until_the_controller_answers(
+                    session,
+                    ApiKey.LIST_PARTITION_REASSIGNMENTS,
+                    lambda timeout_ms: ListPartitionReassignmentsRequest(asked, timeout_ms),
+                    ListPartitionReassignmentsResponse,
+                )
+        if response.error_code:
+            raise errors.error_for_code(
+                response.error_code,
+                response.error_message or "ListPartitionReassignments failed",
+            )
+        return {
+            TopicPartition(r.topic, r.partition): PartitionReassignment(
+                r.replicas, r.adding_replicas, r.removing_replicas
+            )
+            for r in response.reassignments
         }
 
     # -- configs -------------------------------------------------------------------------
@@ -740,6 +852,25 @@ class Admin:
             rpc_timeout_ms,
             f"controller {controller}",
         )
+
+    async def _until_the_controller_answers(
+        self,
+        session: _Session,
+        api_key: ApiKey,
+        build: Callable[[int], object],
+        response_type: type,
+    ) -> Any:
+        """`_ask_controller` until a broker answers other than NOT_CONTROLLER (the
+        metadata refreshed before each retry): a request whose answer has a top-level
+        `error_code`, sent to the controller as a whole."""
+        refresh = False
+        while True:
+            response = await self._ask_controller(
+                session, api_key, build, response_type, refresh=refresh
+            )
+            if response is not None and response.error_code != _NOT_CONTROLLER:
+                return response
+            refresh = True
 
     async def _to_controller(
         self,

@@ -32,6 +32,7 @@ import actors
 import transport
 from kcore import errors
 from kcore.client._config import (
+    SECURITY_SETTINGS,
     ClientConfigError,
     check_assignors,
     check_bool,
@@ -40,6 +41,7 @@ from kcore.client._config import (
     check_int,
     check_no_unknown,
     parse_bootstrap,
+    security_network,
     to_topic_partition,
 )
 from kcore.client._connections import Connections
@@ -205,7 +207,9 @@ class Consumer:
         metadata_max_age_ms: int = 300000,
         **unknown: Any,
     ) -> None:
-        check_no_unknown("consumer", unknown, _SETTINGS)
+        # Kafka's security.protocol and ssl.* settings: the network they describe.
+        security = {k: unknown.pop(k) for k in SECURITY_SETTINGS if k in unknown}
+        check_no_unknown("consumer", unknown, _SETTINGS + SECURITY_SETTINGS)
         self.bootstrap = parse_bootstrap(bootstrap)
         self.fetch_max_wait_ms = check_int("fetch_max_wait_ms", fetch_max_wait_ms)
         self.fetch_min_bytes = check_int("fetch_min_bytes", fetch_min_bytes)
@@ -253,7 +257,7 @@ class Consumer:
         self.auto_commit_interval_ms = check_int("auto_commit_interval_ms", auto_commit_interval_ms)
         self.metadata_max_age_ms = check_int("metadata_max_age_ms", metadata_max_age_ms)
         self.client_id = client_id
-        self._network = network if network is not None else transport.TcpNetwork()
+        self._network = security_network(network, **security)
         self._rng = rng if rng is not None else random.Random()
         self._assignment: dict[TopicPartition, _PartitionState] = {}
         self._stack: contextlib.AsyncExitStack | None = None

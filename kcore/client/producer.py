@@ -26,6 +26,7 @@ import transport
 from kcore import errors
 from kcore.client._accumulator import ProducerBatch, RecordAccumulator, record_size
 from kcore.client._config import (
+    SECURITY_SETTINGS,
     ClientConfigError,
     InvalidPartitionError,
     check_choice,
@@ -33,6 +34,7 @@ from kcore.client._config import (
     check_no_unknown,
     parse_acks,
     parse_bootstrap,
+    security_network,
 )
 from kcore.client._connections import Connections
 from kcore.client._idempotence import IdempotenceManager
@@ -224,7 +226,9 @@ class Producer:
         client_id: str = "producer",
         **unknown: Any,
     ) -> None:
-        check_no_unknown("producer", unknown, _SETTINGS)
+        # Kafka's security.protocol and ssl.* settings: the network they describe.
+        security = {k: unknown.pop(k) for k in SECURITY_SETTINGS if k in unknown}
+        check_no_unknown("producer", unknown, _SETTINGS + SECURITY_SETTINGS)
         self.bootstrap = parse_bootstrap(bootstrap)
         self.acks = parse_acks(acks)
         self.retries = check_int("retries", retries, maximum=MAX_INT)
@@ -259,7 +263,7 @@ class Producer:
         if not isinstance(client_id, str) or not client_id:
             raise ClientConfigError(f"client_id must be a non-empty str, got {client_id!r}")
         self.client_id = client_id
-        self._network = network if network is not None else transport.TcpNetwork()
+        self._network = security_network(network, **security)
         self._rng = rng if rng is not None else random.Random()
         self._clock = clock
         self._accumulator = RecordAccumulator(

@@ -13,6 +13,7 @@ from kcore.config._properties import parse_properties
 from kcore.config._unsupported import check_broker_settings
 
 _LONG_MAX = 2**63 - 1
+_DOUBLE_MAX = 1.7976931348623157e308  # Java's Double.MAX_VALUE
 
 # Kafka 3.5 names, types, defaults and validators (KafkaConfig.configDef).
 BROKER_DEFINITIONS: dict[str, ConfigDef] = {
@@ -66,6 +67,18 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("log.retention.bytes", "long", -1),
         ConfigDef("log.retention.check.interval.ms", "long", 300000, at_least=1),
         ConfigDef("log.cleanup.policy", "list", ["delete"], valid_values=("compact", "delete")),
+        # The log cleaner (compaction) and the defaults of its topic settings.
+        ConfigDef("log.cleaner.enable", "bool", True),
+        ConfigDef("log.cleaner.threads", "int", 1, at_least=0),
+        ConfigDef("log.cleaner.backoff.ms", "long", 15000, at_least=0),
+        ConfigDef("log.cleaner.dedupe.buffer.size", "long", 128 * 1024 * 1024),
+        ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9),
+        ConfigDef("log.cleaner.io.buffer.size", "int", 512 * 1024, at_least=0),
+        ConfigDef("log.cleaner.io.max.bytes.per.second", "double", _DOUBLE_MAX),
+        ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, at_least=0, at_most=1),
+        ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, at_least=0),
+        ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, at_least=0),
+        ConfigDef("log.cleaner.max.compaction.lag.ms", "long", _LONG_MAX, at_least=1),
         ConfigDef("log.flush.interval.messages", "long", _LONG_MAX, at_least=1),
         ConfigDef("log.flush.interval.ms", "long", None),
         ConfigDef("log.index.interval.bytes", "int", 4096, at_least=0),
@@ -99,6 +112,27 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         # Kafka's default is -1 (unbounded); kcore bounds the bytes of requests in flight by
         # default, so pipelined large produces cannot grow a broker without limit.
         ConfigDef("queued.max.request.bytes", "long", 104857600, at_least=-1),
+        ConfigDef(
+            "security.inter.broker.protocol",
+            "string",
+            "PLAINTEXT",
+            valid_values=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+        ),
+        # TLS (kcore.security.tls): PEM key material only; JKS / PKCS12 stores are refused
+        # when a TLS listener or client is built.
+        ConfigDef("ssl.protocol", "string", "TLSv1.3"),
+        ConfigDef("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"]),
+        ConfigDef("ssl.keystore.type", "string", "JKS"),
+        ConfigDef("ssl.keystore.location", "string", None),
+        ConfigDef("ssl.keystore.key", "password", None),
+        ConfigDef("ssl.keystore.certificate.chain", "password", None),
+        ConfigDef("ssl.truststore.type", "string", "JKS"),
+        ConfigDef("ssl.truststore.location", "string", None),
+        ConfigDef("ssl.truststore.certificates", "password", None),
+        ConfigDef("ssl.endpoint.identification.algorithm", "string", "https"),
+        ConfigDef(
+            "ssl.client.auth", "string", "none", valid_values=("required", "requested", "none")
+        ),
         ConfigDef("ssl.keystore.password", "password", None),
         ConfigDef("ssl.key.password", "password", None),
         ConfigDef("ssl.truststore.password", "password", None),
@@ -119,6 +153,45 @@ def _check_broker_id(values: Mapping[str, Any]) -> None:
         )
 
 
+def _check_log_cleaner(values: Mapping[str, Any]) -> None:
+    """Kafka's checks of the cleaner's settings: each cleaner thread's share of the dedupe
+    buffer must exceed 1 MiB (KafkaConfig.validateValues), and, when the cleaner runs, hold
+    at least one key at its load factor (Cleaner's own check); and its I/O rate must be
+    positive (Kafka's cleaner would sleep forever)."""
+    threads, dedupe = values["log.cleaner.threads"], values["log.cleaner.dedupe.buffer.size"]
+    if threads == 0:
+        raise ConfigError(
+            "Invalid value 0 for configuration log.cleaner.threads: the log cleaner needs at "
+            "least one thread (disable it with log.cleaner.enable=false)"
+        )
+    if dedupe // threads <= 1024 * 1024:
+        raise ConfigError("log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread.")
+    rate = values["log.cleaner.io.max.bytes.per.second"]
+    if rate <= 0:
+        raise ConfigError(
+            f"Invalid value {rate!r} for configuration log.cleaner.io.max.bytes.per.second: "
+            "the cleaner could never read a byte; it must be positive"
+        )
+    slots = min(dedupe // threads, 2**31 - 1) // 24
+    if values["log.cleaner.enable"] and slots * values["log.cleaner.io.buffer.load.factor"] <= 1:
+        raise ConfigError(
+            "offset map is too small to fit in even a single message, so log cleaning will "
+            "never make progress. You can increase log.cleaner.dedupe.buffer.size or decrease "
+            "log.cleaner.threads (log.cleaner.io.buffer.load.factor is "
+            f"{values['log.cleaner.io.buffer.load.factor']})"
+        )
+
+
+def _listener_override(key: str) -> ConfigDef | None:
+    """Kafka's per-listener `listener.name.<listener>.ssl.*` settings: the definition of
+    the ssl.* setting they override, under their own name."""
+    name, _, rest = key.removeprefix("listener.name.").partition(".")
+    if not key.startswith("listener.name.") or not name or not rest.startswith("ssl."):
+        return None
+    definition = BROKER_DEFINITIONS.get(rest)
+    return None if definition is None else attrs.evolve(definition, name=key, default=None)
+
+
 @attrs.frozen
 class KafkaConfig:
     """Parsed broker settings. `config.get("log.dirs")` by Kafka's name, or attributes by
@@ -131,7 +204,7 @@ class KafkaConfig:
     def from_dict(cls, settings: Mapping[str, Any]) -> KafkaConfig:
         values: dict[str, Any] = {}
         for key, value in settings.items():
-            definition = BROKER_DEFINITIONS.get(key)
+            definition = BROKER_DEFINITIONS.get(key) or _listener_override(key)
             if definition is None:
                 raise ConfigError(f"Unknown configuration {key!r} (value {value!r})")
             values[key] = parse_value(definition, value)
@@ -149,6 +222,7 @@ class KafkaConfig:
         if not values["log.dirs"]:
             raise ConfigError("Invalid value for configuration log.dirs: no log directory")
         _check_broker_id(values)
+        _check_log_cleaner(values)
         check_broker_settings(values)
         return cls(values, dict(settings))
 

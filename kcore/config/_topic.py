@@ -19,6 +19,8 @@ class InvalidTopicConfigError(ConfigError, InvalidConfigurationError):
     admin requests can answer with it."""
 
 
+_LONG_MAX = 2**63 - 1
+
 # topic key -> (definition, the KafkaConfig attribute its default comes from)
 TOPIC_DEFINITIONS: dict[str, tuple[ConfigDef, str]] = {
     d.name: (d, source)
@@ -36,6 +38,22 @@ TOPIC_DEFINITIONS: dict[str, tuple[ConfigDef, str]] = {
             ConfigDef("cleanup.policy", "list", ["delete"], valid_values=("compact", "delete")),
             "log_cleanup_policy",
         ),
+        (
+            ConfigDef("delete.retention.ms", "long", 86400000, at_least=0),
+            "log_cleaner_delete_retention_ms",
+        ),
+        (
+            ConfigDef("min.compaction.lag.ms", "long", 0, at_least=0),
+            "log_cleaner_min_compaction_lag_ms",
+        ),
+        (
+            ConfigDef("max.compaction.lag.ms", "long", _LONG_MAX, at_least=1),
+            "log_cleaner_max_compaction_lag_ms",
+        ),
+        (
+            ConfigDef("min.cleanable.dirty.ratio", "double", 0.5, at_least=0, at_most=1),
+            "log_cleaner_min_cleanable_ratio",
+        ),
         (ConfigDef("max.message.bytes", "int", 1048588, at_least=0), "message_max_bytes"),
         (
             ConfigDef(
@@ -47,13 +65,11 @@ TOPIC_DEFINITIONS: dict[str, tuple[ConfigDef, str]] = {
             "log_message_timestamp_type",
         ),
         (
-            ConfigDef(
-                "message.timestamp.difference.max.ms", "long", 9223372036854775807, at_least=0
-            ),
+            ConfigDef("message.timestamp.difference.max.ms", "long", _LONG_MAX, at_least=0),
             "log_message_timestamp_difference_max_ms",
         ),
         (
-            ConfigDef("flush.messages", "long", 9223372036854775807, at_least=1),
+            ConfigDef("flush.messages", "long", _LONG_MAX, at_least=1),
             "log_flush_interval_messages",
         ),
     )
@@ -73,6 +89,29 @@ class TopicConfig:
     message_timestamp_type: str
     message_timestamp_difference_max_ms: int
     flush_messages: int
+    # (defaulted, Kafka's defaults, so that a TopicConfig built by hand need not name them)
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = _LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
+
+    @property
+    def compact(self) -> bool:
+        """The log cleaner keeps the last record of each key (Kafka's LogConfig.compact)."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """How long a segment stays active (Kafka's LogConfig.maxSegmentMs): a compacted
+        log rolls by max.compaction.lag.ms too, since the active segment is never cleaned."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    @property
+    def delete(self) -> bool:
+        """Retention by time and size deletes old segments (Kafka's LogConfig.delete)."""
+        return "delete" in self.cleanup_policy
 
     @classmethod
     def from_dict(
@@ -94,6 +133,7 @@ class TopicConfig:
         refused = refusal(parsed, TOPIC_UNSUPPORTED)
         if refused is not None:
             raise InvalidTopicConfigError(refused)
+        _check_compaction_lags(parsed)
         fields: dict[str, Any] = {}
         for name, (definition, source) in TOPIC_DEFINITIONS.items():
             if name in parsed:
@@ -108,6 +148,19 @@ class TopicConfig:
     @staticmethod
     def names() -> tuple[str, ...]:
         return tuple(TOPIC_DEFINITIONS)
+
+
+def _check_compaction_lags(parsed: Mapping[str, Any]) -> None:
+    """Kafka's LogConfig.validateValues, over the topic's own settings and Kafka's defaults."""
+    low = parsed.get("min.compaction.lag.ms", TOPIC_DEFINITIONS["min.compaction.lag.ms"][0].default)
+    high = parsed.get(
+        "max.compaction.lag.ms", TOPIC_DEFINITIONS["max.compaction.lag.ms"][0].default
+    )
+    if low > high:
+        raise InvalidTopicConfigError(
+            f"conflict topic config setting min.compaction.lag.ms ({low}) > "
+            f"max.compaction.lag.ms ({high})"
+        )
 
 
 # Kafka's name for the same thing (kafka.log.LogConfig).

@@ -27,11 +27,6 @@ class Unsupported:
 
 BROKER_UNSUPPORTED = (
     Unsupported(
-        "log.cleanup.policy",
-        lambda value: "compact" in value,
-        "log compaction is not implemented; use delete",
-    ),
-    Unsupported(
         "log.flush.interval.ms",
         lambda value: value is not None,
         "logs are flushed by log.flush.interval.messages only",
@@ -43,13 +38,8 @@ BROKER_UNSUPPORTED = (
     ),
 )
 
-TOPIC_UNSUPPORTED = (
-    Unsupported(
-        "cleanup.policy",
-        lambda value: "compact" in value,
-        "log compaction is not implemented; use delete",
-    ),
-)
+# Every topic setting kcore knows it honours (compaction included, since the log cleaner).
+TOPIC_UNSUPPORTED: tuple[Unsupported, ...] = ()
 
 
 def refusal(settings: Mapping[str, Any], table: tuple[Unsupported, ...]) -> str | None:
@@ -106,19 +96,43 @@ def _listener_refusal(values: Mapping[str, Any]) -> str | None:
                 f"Invalid value {listener!r} for configuration listeners: no security protocol "
                 f"for listener name {name} (map it in listener.security.protocol.map)"
             )
-        if protocol != "PLAINTEXT":
+        if protocol not in ("PLAINTEXT", "SSL"):
             return _refused(
-                "listeners", listener, f"{protocol} is not implemented; kcore serves PLAINTEXT"
+                "listeners",
+                listener,
+                f"{protocol} is not implemented; kcore serves PLAINTEXT and SSL",
             )
         names.append(name)
-    inter_broker = values.get("inter.broker.listener.name")
-    if inter_broker is not None and names and inter_broker != names[0]:
+    explicit = values.get("inter.broker.listener.name")
+    protocol = values.get("security.inter.broker.protocol") or "PLAINTEXT"
+    if explicit is not None and protocol != "PLAINTEXT":
+        raise ConfigError(
+            "Only one of inter.broker.listener.name and security.inter.broker.protocol "
+            "should be set."
+        )
+    inter_broker = inter_broker_listener_name(values)
+    if names and inter_broker != names[0]:
+        setting = "inter.broker.listener.name" if explicit else "security.inter.broker.protocol"
         return _refused(
-            "inter.broker.listener.name",
-            inter_broker,
+            setting,
+            values.get(setting),
             f"brokers talk to each other over their first listener ({names[0]})",
         )
     return None
+
+
+def inter_broker_listener_name(values: Mapping[str, Any]) -> str:
+    """The listener brokers talk to each other over: `inter.broker.listener.name`, else
+    the one `security.inter.broker.protocol` names (Kafka's rule), else (kcore, when that
+    is its default, PLAINTEXT, and no listener has that name) the first listener."""
+    explicit = values.get("inter.broker.listener.name")
+    if explicit is not None:
+        return explicit
+    protocol = values.get("security.inter.broker.protocol") or "PLAINTEXT"
+    names = [EndPoint.parse(listener).listener_name for listener in values["listeners"]]
+    if protocol in names or protocol != "PLAINTEXT" or not names:
+        return protocol
+    return names[0]
 
 
 def _refused(name: str, value: Any, why: str) -> str:

@@ -33,6 +33,9 @@ class ControllerContext:
     )
     topics_to_be_deleted: set[str] = attrs.field(factory=set)
     topics_ineligible_for_deletion: set[str] = attrs.field(factory=set)
+    # Partitions whose reassignment the controller is driving (their assignments say what
+    # is being added and removed).
+    partitions_being_reassigned: set[TopicPartition] = attrs.field(factory=set)
     # The state machines' states (Kafka keeps them in the context too).
     partition_states: dict[TopicPartition, PartitionState] = attrs.field(factory=dict)
     replica_states: dict[tuple[TopicPartition, int], ReplicaState] = attrs.field(factory=dict)
@@ -73,6 +76,12 @@ class ControllerContext:
             self.topic_ids[topic] = topic_id
         self.partition_assignments[topic] = dict(assignment)
 
+    def update_partition_assignment(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> None:
+        """One partition's full assignment (Kafka's updatePartitionFullReplicaAssignment)."""
+        self.partition_assignments.setdefault(tp.topic, {})[tp.partition] = assignment
+
     def remove_topic(self, topic: str) -> None:
         self.all_topics.discard(topic)
         self.topic_ids.pop(topic, None)
@@ -80,6 +89,7 @@ class ControllerContext:
             tp = TopicPartition(topic, partition)
             self.partition_leadership.pop(tp, None)
             self.partition_states.pop(tp, None)
+            self.partitions_being_reassigned.discard(tp)
             for replica in assignment.replicas:
                 self.replica_states.pop((tp, replica), None)
         self.topics_to_be_deleted.discard(topic)
@@ -150,6 +160,9 @@ class ControllerContext:
 
     def is_topic_queued_for_deletion(self, topic: str) -> bool:
         return topic in self.topics_to_be_deleted
+
+    def topics_being_reassigned(self) -> set[str]:
+        return {tp.topic for tp in self.partitions_being_reassigned}
 
     def is_replica_online(self, broker_id: int, include_shutting_down: bool = False) -> bool:
         if include_shutting_down:

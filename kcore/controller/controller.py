@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -20,10 +20,18 @@ import trio
 
 import transport
 from actors import EventManager, EventPreemptedError, MetricsRegistry, metric_name, open_supervisor
-from kcore import errors
-from kcore.common import Broker, LeaderAndIsr, TopicPartition
+from kcore import errors, zkdata
+from kcore.common import (
+    NO_LEADER,
+    Broker,
+    LeaderAndIsr,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+    TopicPartition,
+)
 from kcore.config import KafkaConfig
 from kcore.controller import events as ev
+from kcore.controller import reassignment
 from kcore.controller.broker_change import classify_broker_change
 from kcore.controller.channel import ControllerChannelManager
 from kcore.controller.context import ControllerContext
@@ -37,6 +45,7 @@ from kcore.controller.preferred_election import (
     classify_election_request,
     partitions_to_rebalance,
 )
+from kcore.controller.reassignment import ReassignmentResult
 from kcore.controller.replica_state_machine import ReplicaStateMachine
 from kcore.controller.request_batch import ControllerBrokerRequestBatch
 from kcore.controller.topic_deletion import TopicDeletionManager
@@ -45,6 +54,7 @@ from kcore.states import PartitionState, ReplicaState
 from kcore.zk_client import ControllerMovedError, KafkaZkClient, Watch, ZooKeeperError
 
 logger = logging.getLogger("kcore.controller")
+state_change_logger = logging.getLogger("kcore.state.change")
 
 _GROUP = "kafka.controller"
 _ALREADY_MOVED = "Controller has already moved when trying to trigger controller movement"
@@ -75,6 +85,10 @@ class KafkaController:
     # Watches are one-shot and cannot be removed: a resigned controller ignores the ones
     # still armed by bumping this generation.
     _watch_generation: int = attrs.field(default=0, init=False)
+    # Watch callbacks armed again and again on one znode, one per key for the generation: a
+    # znode registers a callback once however often it is armed, so a change wakes the
+    # controller once (the reassignment znode, the states of partitions being reassigned).
+    _stable_watches: dict[Any, Watch] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.event_manager = EventManager(
@@ -234,6 +248,18 @@ class KafkaController:
                     await self._process_auto_preferred_replica_leader_election()
                 case ev.LiveBrokerIds(callback=callback):
                     callback(sorted(self.context.live_broker_ids) if self.is_active else None)
+                case ev.ZkPartitionReassignment():
+                    await self._process_zk_partition_reassignment()
+                case ev.ApiPartitionReassignment():
+                    await self._process_api_partition_reassignment(event)
+                case ev.ListPartitionReassignments(partitions=partitions, callback=callback):
+                    callback(
+                        reassignment.listed_reassignments(self.context, partitions)
+                        if self.is_active
+                        else None
+                    )
+                case ev.PartitionReassignmentIsrChange(partition=tp):
+                    await self._process_partition_reassignment_isr_change(tp)
         except ControllerMovedError as error:
             logger.info("Controller moved to another broker when processing %r: %s", event, error)
             await self._maybe_resign()
@@ -345,7 +371,7 @@ class KafkaController:
         to every broker, then the replica and partition state machines (which elect leaders
         for offline partitions and tell every replica its state), then pending deletions.
         A ZooKeeper error on the way moves the controller away (as Kafka does)."""
-        self._watch_generation += 1
+        self._new_watch_generation()
         try:
             await self._register_failover_watches()
             await self._delete_isr_change_notifications()
@@ -355,6 +381,7 @@ class KafkaController:
             await self.replica_state_machine.startup()
             await self.partition_state_machine.startup()
             logger.info("Ready to serve as the new controller with epoch %d", self.epoch)
+            await self._initialize_partition_reassignments()
             await self.topic_deletion.resume()
             # Elections asked for through ZooKeeper while no controller was there.
             pending = await self.zk_client.get_preferred_replica_election(
@@ -370,6 +397,17 @@ class KafkaController:
             logger.error("Error while initializing the controller on broker %d: %r",
                          self.broker_id, error)  # fmt: skip
             await self._trigger_controller_move()
+
+    def _new_watch_generation(self) -> None:
+        self._watch_generation += 1
+        self._stable_watches.clear()
+
+    def _stable_watch(self, key: Any, make_event: Callable[[], ev.ControllerEvent]) -> Watch:
+        """`_watch`, the same callback each time for `key` (until the generation changes)."""
+        watch = self._stable_watches.get(key)
+        if watch is None:
+            watch = self._stable_watches[key] = self._watch(make_event)
+        return watch
 
     def _watch(self, make_event: Callable[[], ev.ControllerEvent]) -> Watch:
         """A watch callback that puts an event unless this controller resigned since."""
@@ -404,6 +442,13 @@ class KafkaController:
         self.context.add_live_brokers(brokers.values())
         for topic in sorted(await self.zk_client.get_all_topics()):
             await self._read_topic(topic)
+        # Reassignments a previous controller started: the topic znodes say what is being
+        # added and removed.
+        self.context.partitions_being_reassigned.update(
+            tp
+            for tp in self.context.all_partitions()
+            if self.context.assignment(tp).is_being_reassigned
+        )
         for broker in sorted(brokers.values(), key=lambda b: b.id):
             self.channel.add_broker(broker)
         logger.info("Initialized broker epochs cache: %s", self.context.live_broker_epochs())
@@ -428,7 +473,7 @@ class KafkaController:
     def _on_controller_resignation(self) -> None:
         """Undoes failover: no watches act, no requests go out, the context is forgotten."""
         logger.info("Resigning")
-        self._watch_generation += 1
+        self._new_watch_generation()
         self.channel.shutdown()
         for batch in (
             self.batch,
@@ -486,6 +531,11 @@ class KafkaController:
         replicas = self.context.replicas_on_brokers(broker_ids)
         await self.replica_state_machine.handle_state_changes(replicas, ReplicaState.ONLINE_REPLICA)
         await self.partition_state_machine.trigger_online_partition_state_change()
+        # Reassignments waiting for these brokers to host their new replicas go on.
+        started = set(broker_ids)
+        await self._maybe_resume_reassignments(
+            lambda _tp, assignment: bool(started & set(assignment.target_replicas))
+        )
         await self.topic_deletion.resume_for_topics({tp.topic for tp, _ in replicas})
 
     async def on_broker_failure(self, broker_ids: list[int]) -> None:
@@ -627,6 +677,11 @@ class KafkaController:
                 self.send_update_metadata(
                     sorted(self.context.live_or_shutting_down_broker_ids), known
                 )
+            # The state znode watch of a partition being reassigned usually wakes the
+            # controller first; a notification is the fallback (as in Kafka).
+            for tp in known:
+                if tp in self.context.partitions_being_reassigned:
+                    await self._maybe_complete_reassignment(tp)
         finally:
             await self.zk_client.delete_isr_change_notifications(
                 names, self.context.epoch_zk_version
@@ -784,6 +839,389 @@ class KafkaController:
             await trio.sleep(self.config.leader_imbalance_check_interval_seconds)
             self.event_manager.put(ev.AutoPreferredReplicaLeaderElection())
 
+    # -- partition reassignment (KIP-455) -------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, ReassignmentResult]:
+        """An AlterPartitionReassignments request: each partition to its target replicas
+        (None cancels its reassignment), answered once the event task started them.
+        NotControllerError when this broker is not (or stops being) the controller."""
+        done = trio.Event()
+        answer: list[dict[TopicPartition, ReassignmentResult] | None] = []
+
+        def callback(results: dict[TopicPartition, ReassignmentResult] | None) -> None:
+            answer.append(results)
+            done.set()
+
+        asked = {tp: None if r is None else tuple(r) for tp, r in reassignments.items()}
+        self.event_manager.put(ev.ApiPartitionReassignment(asked, callback))
+        await done.wait()
+        if answer[0] is None:
+            raise errors.NotControllerError(f"Broker {self.broker_id} is not the controller")
+        return answer[0]
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None
+    ) -> dict[TopicPartition, ReplicaAssignment]:
+        """The reassignments in progress (of `partitions`, or all): RS, adding, removing.
+        NotControllerError when this broker is not the controller."""
+        done = trio.Event()
+        answer: list[dict[TopicPartition, ReplicaAssignment] | None] = []
+
+        def callback(listed: dict[TopicPartition, ReplicaAssignment] | None) -> None:
+            answer.append(listed)
+            done.set()
+
+        asked = None if partitions is None else frozenset(partitions)
+        self.event_manager.put(ev.ListPartitionReassignments(asked, callback))
+        await done.wait()
+        if answer[0] is None:
+            raise errors.NotControllerError(f"Broker {self.broker_id} is not the controller")
+        return answer[0]
+
+    def _zk_reassignment_watch(self) -> Watch:
+        return self._stable_watch("reassign_partitions", ev.ZkPartitionReassignment)
+
+    def _reassignment_isr_watch(self, tp: TopicPartition) -> Watch:
+        return self._stable_watch(("isr", tp), lambda: ev.PartitionReassignmentIsrChange(tp))
+
+    async def _process_api_partition_reassignment(self, event: ev.ApiPartitionReassignment) -> None:
+        """Kafka's processApiPartitionReassignment: checked, then started; a reassignment
+        asked for through /admin/reassign_partitions for the same partitions is replaced
+        (the latest one wins)."""
+        if not self.is_active:
+            event.callback(None)
+            return
+        try:
+            to_reassign, refused = reassignment.plan_reassignments(
+                self.context, event.reassignments, validate=True
+            )
+            results = {tp: ReassignmentResult.of(error) for tp, error in refused.items()}
+            await self._maybe_remove_from_zk_reassignment(lambda tp, _replicas: tp in to_reassign)
+            results |= await self._maybe_trigger_partition_reassignment(to_reassign)
+        except ControllerMovedError:
+            event.callback(None)
+            raise
+        except BaseException:
+            failed = ReassignmentResult(errors.UnknownServerError.code, "the reassignment failed")
+            event.callback(dict.fromkeys(event.reassignments, failed))
+            raise
+        event.callback(results)
+
+    async def _process_zk_partition_reassignment(self) -> set[TopicPartition]:
+        """Kafka's processZkPartitionReassignment: what /admin/reassign_partitions asks for
+        is started (watching for its next creation either way); partitions that cannot be
+        reassigned are taken out of it. Returns the partitions started."""
+        if not self.is_active:
+            return set()
+        requested = await self.zk_client.get_partition_reassignment(
+            on_created=self._zk_reassignment_watch()
+        )
+        if requested is None:
+            return set()
+        to_reassign, refused = reassignment.plan_reassignments(
+            self.context, requested, validate=False
+        )
+        results = {tp: ReassignmentResult.of(error) for tp, error in refused.items()}
+        results |= await self._maybe_trigger_partition_reassignment(to_reassign)
+        failed = {tp: result for tp, result in results.items() if result.error_code}
+        if failed:
+            logger.warning(
+                "Failed reassignment through zk with the following errors: %s",
+                {str(tp): result for tp, result in sorted(failed.items())},
+            )
+            await self._maybe_remove_from_zk_reassignment(lambda tp, _replicas: tp in failed)
+        return {tp for tp, result in results.items() if not result.error_code}
+
+    async def _maybe_trigger_partition_reassignment(
+        self, reassignments: Mapping[TopicPartition, ReplicaAssignment]
+    ) -> dict[TopicPartition, ReassignmentResult]:
+        """Kafka's maybeTriggerPartitionReassignment: each partition that exists and whose
+        topic is not being deleted starts its reassignment; an error there fails that
+        partition alone (a moved controller stops everything)."""
+        results: dict[TopicPartition, ReassignmentResult] = {}
+        for tp, target in sorted(reassignments.items()):
+            refusal = reassignment.refusal_to_start(self.context, tp)
+            if refusal is not None:
+                if self.context.is_topic_queued_for_deletion(tp.topic):
+                    logger.info(
+                        "Skipping reassignment of %s since the topic is currently being deleted", tp
+                    )
+                results[tp] = ReassignmentResult.of(refusal)
+                continue
+            try:
+                await self._on_partition_reassignment(tp, target)
+            except ControllerMovedError:
+                logger.info(
+                    "Failed completing reassignment of partition %s because controller has "
+                    "moved to another broker", tp,
+                )  # fmt: skip
+                raise
+            except Exception as error:
+                logger.error("Error completing reassignment of partition %s: %r", tp, error)
+                results[tp] = ReassignmentResult(errors.UnknownServerError.code, str(error))
+                continue
+            results[tp] = reassignment.SUBMITTED
+        return results
+
+    async def _on_partition_reassignment(
+        self, tp: TopicPartition, target: ReplicaAssignment
+    ) -> None:
+        """Kafka's onPartitionReassignment, run when a reassignment is asked for, when the
+        ISR of a partition being reassigned changes, when a broker of its target starts,
+        and at failover. Phase U writes the assignment (RS = TRS + ORS, adding, removing);
+        then, until every target replica is in the ISR, phase A starts the new replicas;
+        once they are, phase B moves the leader into the target if need be, stops and
+        deletes the removed replicas and writes RS = TRS."""
+        # While a reassignment is in progress, its topic is not deleted.
+        self.topic_deletion.mark_ineligible({tp.topic})
+        await self._update_current_reassignment(tp, target)
+        rsm = self.replica_state_machine
+        if not await self._is_reassignment_complete(tp, target):
+            # A1: a new leader epoch, and LeaderAndIsr with RS to every replica.
+            await self._update_leader_epoch_and_send_request(tp, target)
+            # A2: the adding replicas go NewReplica (those already started stay).
+            new = [
+                (tp, r)
+                for r in target.adding_replicas
+                if self.context.replica_state(tp, r) is ReplicaState.NON_EXISTENT_REPLICA
+            ]
+            await rsm.handle_state_changes(new, ReplicaState.NEW_REPLICA)
+            return
+        # B1: the adding replicas are online.
+        await rsm.handle_state_changes(
+            [(tp, r) for r in target.adding_replicas], ReplicaState.ONLINE_REPLICA
+        )
+        # B2: RS = TRS in memory.
+        done = reassignment.completed(target)
+        self.context.update_partition_assignment(tp, done)
+        # B3: the leader moves into TRS (or keeps leading at a new epoch).
+        await self._move_reassigned_partition_leader_if_required(tp, done)
+        # B4, B5: the removed replicas leave the ISR, stop, and are deleted.
+        await self._stop_removed_replicas_of_reassigned_partition(tp, target.removing_replicas)
+        # B6: RS = TRS in ZooKeeper (the ORS was kept there until now, for a failover).
+        await self._write_partition_assignment(tp, done)
+        # B7: done with it (and with its entry in /admin/reassign_partitions).
+        await self._remove_partition_from_reassigning_partitions(tp, done)
+        # B8: every broker learns the new replicas and ISR.
+        self.send_update_metadata(sorted(self.context.live_or_shutting_down_broker_ids), [tp])
+        logger.info("Reassignment of partition %s to %s completed", tp, list(done.replicas))
+        # A deletion of the topic may have waited for this.
+        await self.topic_deletion.resume_for_topics({tp.topic})
+
+    async def _update_current_reassignment(
+        self, tp: TopicPartition, target: ReplicaAssignment
+    ) -> None:
+        """Phase U (Kafka's updateCurrentReassignment): the new assignment to ZooKeeper
+        first (so a failover resumes it), then to memory; adding replicas of a replaced or
+        cancelled reassignment that the new one drops are stopped and deleted."""
+        current = self.context.assignment(tp)
+        if current != target:
+            logger.debug("Updating assignment of partition %s from %s to %s", tp, current, target)
+            await self._write_partition_assignment(tp, target)
+            self.context.update_partition_assignment(tp, target)
+            unneeded = reassignment.replicas_no_longer_needed(current, target)
+            if unneeded:
+                await self._stop_removed_replicas_of_reassigned_partition(tp, unneeded)
+        self.context.partitions_being_reassigned.add(tp)
+
+    async def _is_reassignment_complete(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> bool:
+        """Every target replica is in the ISR, as the partition's state znode says; reading
+        it (re-)arms the watch that wakes the controller when the ISR changes."""
+        if not assignment.is_being_reassigned:
+            return True
+        state = await self.zk_client.get_partition_state(tp, watch=self._reassignment_isr_watch(tp))
+        if state is not None and state.controller_epoch <= self.epoch:
+            self.context.partition_leadership[tp] = state
+        isr = None if state is None else state.leader_and_isr.isr
+        return reassignment.is_reassignment_complete(assignment, isr)
+
+    async def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        assignment = self.context.assignment(tp)
+        if await self._is_reassignment_complete(tp, assignment):
+            logger.info(
+                "Target replicas %s have all caught up with the leader for reassigning "
+                "partition %s", list(assignment.target_replicas), tp,
+            )  # fmt: skip
+            await self._on_partition_reassignment(tp, assignment)
+
+    async def _process_partition_reassignment_isr_change(self, tp: TopicPartition) -> None:
+        if self.is_active and tp in self.context.partitions_being_reassigned:
+            await self._maybe_complete_reassignment(tp)
+
+    async def _maybe_resume_reassignments(
+        self, should_resume: Callable[[TopicPartition, ReplicaAssignment], bool]
+    ) -> None:
+        for tp in sorted(self.context.partitions_being_reassigned):
+            assignment = self.context.assignment(tp)
+            if not should_resume(tp, assignment):
+                continue
+            try:
+                await self._on_partition_reassignment(tp, assignment)
+            except (StateChangeFailedError, errors.KafkaError) as error:
+                # One partition that cannot go on does not hold back the others (nor the
+                # failover or broker start-up that resumes them).
+                logger.error("Error resuming reassignment of partition %s: %r", tp, error)
+
+    async def _initialize_partition_reassignments(self) -> None:
+        """At failover: what /admin/reassign_partitions asks for (it may have been written
+        while there was no controller) replaces what the topic znodes say is in progress;
+        the rest of those resume."""
+        resumed = await self._process_zk_partition_reassignment()
+        await self._maybe_resume_reassignments(lambda tp, _assignment: tp not in resumed)
+
+    async def _write_partition_assignment(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> None:
+        """The topic znode with this partition's assignment replaced (Kafka's
+        updateReplicaAssignmentForPartition), fenced."""
+        topic_assignment = dict(self.context.partition_assignments.get(tp.topic, {}))
+        topic_assignment[tp.partition] = assignment
+        await self.zk_client.set_topic_assignment(
+            tp.topic,
+            self.context.topic_ids.get(tp.topic),
+            topic_assignment,
+            self.context.epoch_zk_version,
+        )
+        logger.info("Updated assignment of partition %s to %s", tp, assignment)
+
+    async def _update_leader_epoch(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch:
+        """Kafka's updateLeaderEpoch: the same leader and ISR at the next leader epoch (so
+        the replicas accept a LeaderAndIsr carrying the new replica set), written
+        conditioned on the partition epoch, re-read and retried when it lost a race."""
+        while True:
+            state = await self.zk_client.get_partition_state(tp)
+            if state is None:
+                raise StateChangeFailedError(
+                    f"Cannot update leader epoch for partition {tp} as its state znode is "
+                    "missing: it is being reassigned but does not exist"
+                )
+            if state.controller_epoch > self.epoch:
+                raise ControllerMovedError(
+                    f"Leader and isr path of {tp} written by controller epoch "
+                    f"{state.controller_epoch}, newer than this controller's {self.epoch}"
+                )
+            current = state.leader_and_isr
+            bumped = current.new_leader_and_isr(current.leader, current.isr)
+            written = await self.zk_client.update_leader_and_isr(
+                {tp: bumped}, self.epoch, self.context.epoch_zk_version
+            )
+            outcome = written.finished.get(tp)
+            if outcome is None:
+                continue  # the leader changed the ISR meanwhile
+            if isinstance(outcome, Exception):
+                raise outcome
+            updated = LeaderIsrAndControllerEpoch(outcome, self.epoch)
+            self.context.partition_leadership[tp] = updated
+            logger.info("Updated leader epoch for partition %s to %d, zkVersion=%d",
+                        tp, outcome.leader_epoch, outcome.partition_epoch)  # fmt: skip
+            return updated
+
+    async def _update_leader_epoch_and_send_request(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> None:
+        """A new leader epoch, and LeaderAndIsr with the assignment to every replica of it:
+        isNew for the adding ones (a new replica may be placed on any good log dir)."""
+        state = await self._update_leader_epoch(tp)
+        self.batch.new_batch()
+        self.batch.add_leader_and_isr(
+            reassignment.origin_replicas(assignment), tp, state, assignment
+        )
+        self.batch.add_leader_and_isr(
+            assignment.adding_replicas, tp, state, assignment, is_new=True
+        )
+        self.batch.send(self.epoch)
+        state_change_logger.info(
+            "Sent LeaderAndIsr request %s with new replica assignment %s to leader %d for "
+            "partition being reassigned %s",
+            state, assignment, state.leader_and_isr.leader, tp,
+        )  # fmt: skip
+
+    async def _move_reassigned_partition_leader_if_required(
+        self, tp: TopicPartition, done: ReplicaAssignment
+    ) -> None:
+        leadership = self.context.partition_leadership.get(tp)
+        leader = NO_LEADER if leadership is None else leadership.leader_and_isr.leader
+        online = self.context.is_replica_online(leader)
+        move = reassignment.leader_move(done.replicas, leader, online)
+        if move is reassignment.LeaderMove.BUMP_EPOCH:
+            logger.info(
+                "Leader %d for partition %s being reassigned, is already in the new list of "
+                "replicas %s and is alive", leader, tp, list(done.replicas),
+            )  # fmt: skip
+            await self._update_leader_epoch_and_send_request(tp, done)
+            return
+        logger.info(
+            "Leader %d for partition %s being reassigned, is %s the new list of replicas %s. "
+            "Re-electing leader",
+            leader, tp, "dead, though in" if leader in done.replicas else "not in",
+            list(done.replicas),
+        )  # fmt: skip
+        await self.partition_state_machine.handle_state_changes(
+            [tp], PartitionState.ONLINE_PARTITION, ElectionStrategy.REASSIGN
+        )
+
+    async def _stop_removed_replicas_of_reassigned_partition(
+        self, tp: TopicPartition, removed: Iterable[int]
+    ) -> None:
+        """Kafka's stopRemovedReplicasOfReassignedPartition: each removed replica leaves the
+        ISR and stops (Offline), then is deleted (StopReplica with delete) and forgotten."""
+        replicas = [(tp, r) for r in removed]
+        if not replicas:
+            return
+        rsm = self.replica_state_machine
+        await rsm.handle_state_changes(replicas, ReplicaState.OFFLINE_REPLICA)
+        await rsm.handle_state_changes(replicas, ReplicaState.REPLICA_DELETION_STARTED)
+        await rsm.handle_state_changes(replicas, ReplicaState.REPLICA_DELETION_SUCCESSFUL)
+        await rsm.handle_state_changes(replicas, ReplicaState.NON_EXISTENT_REPLICA)
+
+    async def _remove_partition_from_reassigning_partitions(
+        self, tp: TopicPartition, done: ReplicaAssignment
+    ) -> None:
+        """B7: the partition is no longer being reassigned; /admin/reassign_partitions drops
+        it if it asked for exactly this."""
+        await self._maybe_remove_from_zk_reassignment(
+            lambda p, replicas: p == tp and replicas == done.replicas
+        )
+        self.context.partitions_being_reassigned.discard(tp)
+        # Its state watch may still fire once: the event finds it no longer reassigning.
+        self._stable_watches.pop(("isr", tp), None)
+
+    async def _maybe_remove_from_zk_reassignment(
+        self, remove: Callable[[TopicPartition, tuple[int, ...]], bool]
+    ) -> None:
+        """Kafka's maybeRemoveFromZkReassignment: /admin/reassign_partitions without the
+        partitions `remove` picks; deleted when nothing is left, and then looked at again so
+        the watch for its next creation is armed."""
+        requested = await self.zk_client.get_partition_reassignment()
+        if requested is None:
+            return
+        remaining = reassignment.without_partitions(requested, remove)
+        if len(remaining) == len(requested):
+            return
+        logger.info(
+            "Removing partitions %s from the list of reassigned partitions in zookeeper",
+            sorted(str(tp) for tp in requested if tp not in remaining),
+        )
+        if remaining:
+            await self.zk_client.set_partition_reassignment(
+                remaining, self.context.epoch_zk_version
+            )
+            # Our own write used up the watch: arm it again.
+            await self.zk_client.get_partition_reassignment(
+                on_created=self._zk_reassignment_watch()
+            )
+            return
+        logger.info(
+            "No more partitions need to be reassigned. Deleting zk path %s",
+            zkdata.REASSIGN_PARTITIONS,
+        )
+        await self.zk_client.delete_partition_reassignment(self.context.epoch_zk_version)
+        self.event_manager.put(ev.ZkPartitionReassignment())
+
     # -- controlled shutdown --------------------------------------------------------------
 
     async def controlled_shutdown(
@@ -823,10 +1261,12 @@ class KafkaController:
                 "Controller moved to another broker. Aborting controlled shutdown"
             )
         known = self.context.live_brokers.get(broker_id)
-        if known is not None and broker_epoch != -1 and broker_epoch < known.epoch:
+        # Beyond Kafka (which lets -1 through, and any newer epoch): only the broker's current
+        # registration may ask, so a request forged with -1 cannot empty a healthy broker.
+        if known is not None and broker_epoch != known.epoch:
             raise errors.StaleBrokerEpochError(
-                f"Received controlled shutdown request from an old broker epoch {broker_epoch}"
-                f" for broker {broker_id}. Current broker epoch is {known.epoch}."
+                f"Received controlled shutdown request from broker epoch {broker_epoch} for "
+                f"broker {broker_id}, whose current broker epoch is {known.epoch}."
             )
         if known is None:
             raise errors.BrokerNotAvailableError(f"Broker id {broker_id} does not exist.")

@@ -149,3 +149,48 @@ class AutoPreferredReplicaLeaderElection(ControllerEvent):
     """The auto leader rebalance's timer fired (leader.imbalance.check.interval.seconds)."""
 
     state = ControllerState.AUTO_LEADER_BALANCE
+
+
+@attrs.frozen
+class ZkPartitionReassignment(ControllerEvent):
+    """/admin/reassign_partitions was created (or the controller emptied it and looks
+    again): start what it asks for."""
+
+    state = ControllerState.ALTER_PARTITION_REASSIGNMENT
+
+
+@attrs.frozen
+class ApiPartitionReassignment(ControllerEvent):
+    """An AlterPartitionReassignments request: `reassignments` maps each partition to its
+    target replicas, None to cancel its reassignment; `callback` gets {partition:
+    ReassignmentResult}, or None when this broker is not (or stops being) the controller."""
+
+    reassignments: Any  # Mapping[TopicPartition, tuple[int, ...] | None]
+    callback: Callable[[dict[Any, Any] | None], None] = attrs.field(eq=False)
+    state = ControllerState.ALTER_PARTITION_REASSIGNMENT
+
+    def preempt(self) -> None:
+        self.callback(None)
+
+
+@attrs.frozen
+class ListPartitionReassignments(ControllerEvent):
+    """A ListPartitionReassignments request: `partitions` (None: every one); `callback`
+    gets {partition: ReplicaAssignment} of those being reassigned, or None when this broker
+    is not the controller."""
+
+    partitions: frozenset[Any] | None
+    callback: Callable[[dict[Any, Any] | None], None] = attrs.field(eq=False)
+    state = ControllerState.LIST_PARTITION_REASSIGNMENTS
+
+    def preempt(self) -> None:
+        self.callback(None)
+
+
+@attrs.frozen
+class PartitionReassignmentIsrChange(ControllerEvent):
+    """The state znode of a partition being reassigned changed: its new replicas may have
+    joined the ISR, completing the reassignment."""
+
+    partition: Any  # TopicPartition
+    state = ControllerState.ALTER_PARTITION_REASSIGNMENT

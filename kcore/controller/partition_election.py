@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 from kcore.common import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from kcore.config import InvalidTopicConfigError, KafkaConfig, TopicConfig
-from kcore.controller import decisions
+from kcore.controller import decisions, reassignment
 from kcore.controller.context import ControllerContext
 from kcore.zk_client import ControllerMovedError
 
@@ -27,6 +27,9 @@ class ElectionStrategy(enum.Enum):
     # the topic's setting (Kafka's OfflinePartitionLeaderElectionStrategy(allowUnclean=true)).
     UNCLEAN = "OfflinePartitionLeaderElectionStrategy(allowUnclean=true)"
     PREFERRED = "PreferredReplicaPartitionLeaderElectionStrategy"
+    # A reassignment completes: the first live, in-sync target replica (Kafka's
+    # ReassignPartitionLeaderElectionStrategy).
+    REASSIGN = "ReassignPartitionLeaderElectionStrategy"
     CONTROLLED_SHUTDOWN = "ControlledShutdownPartitionLeaderElectionStrategy"
 
 
@@ -133,6 +136,10 @@ def elect_leaders(
                 )
             case ElectionStrategy.PREFERRED:
                 election = decisions.leader_for_preferred(assignment, leader_and_isr, live)
+            case ElectionStrategy.REASSIGN:
+                election = reassignment.leader_for_reassign(
+                    context.assignment(tp).target_replicas, leader_and_isr, live
+                )
             case ElectionStrategy.CONTROLLED_SHUTDOWN:
                 election = decisions.leader_for_controlled_shutdown(
                     assignment,

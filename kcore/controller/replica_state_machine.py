@@ -117,8 +117,14 @@ class ReplicaStateMachine:
                 await self._go_offline(replica_id, valid)
             case _R.REPLICA_DELETION_STARTED:
                 for tp in valid:
+                    # Topic deletion waits for the answers; a reassignment deleting the
+                    # replicas it removed does not (as in Kafka).
+                    deleting_topic = context.is_topic_queued_for_deletion(tp.topic)
                     self.batch.add_stop_replica(
-                        [replica_id], tp, delete_partition=True, callback=self.on_deletion_response
+                        [replica_id],
+                        tp,
+                        delete_partition=True,
+                        callback=self.on_deletion_response if deleting_topic else None,
                     )
                     self._put_state(replica_id, tp, target)
             case _R.NON_EXISTENT_REPLICA:

@@ -9,7 +9,8 @@ controller in steps that survive failures of brokers and of the controller itsel
 3. When every replica answered success (ReplicaDeletionSuccessful) the topic's znodes
    (/brokers/topics/T, /config/topics/T, /admin/delete_topics/T) go, fenced by the
    controller epoch, and the context forgets it.
-A new controller picks up whatever is still marked.
+A new controller picks up whatever is still marked. A topic with partitions being reassigned
+waits (ineligible) until their reassignments complete, as Kafka intends.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class TopicDeletionManager:
             await self._delete_marks(missing if self.delete_enabled else marked)
         if self.delete_enabled:
             self.context.topics_to_be_deleted |= marked & self.context.all_topics
+            self.mark_ineligible(self.context.topics_being_reassigned())
 
     async def enqueue(self, topics: Iterable[str]) -> None:
         topics = set(topics)
@@ -60,11 +62,24 @@ class TopicDeletionManager:
             logger.info("delete.topic.enable is false: not deleting %s", sorted(topics))
             return
         self.context.topics_to_be_deleted |= topics & self.context.all_topics
+        self.mark_ineligible(self.context.topics_being_reassigned())
         await self.resume()
 
+    def mark_ineligible(self, topics: Iterable[str]) -> None:
+        """Those of the topics queued for deletion wait (Kafka's
+        markTopicIneligibleForDeletion): a reassignment of theirs is in progress."""
+        halted = set(topics) & self.context.topics_to_be_deleted
+        if halted - self.context.topics_ineligible_for_deletion:
+            logger.info("Halted deletion of topics %s due to topic reassignment in progress",
+                        sorted(halted))  # fmt: skip
+        self.context.topics_ineligible_for_deletion |= halted
+
     async def resume_for_topics(self, topics: Iterable[str]) -> None:
-        """A broker holding replicas of these topics came back: try again."""
-        queued = set(topics) & self.context.topics_to_be_deleted
+        """A broker holding replicas of these topics came back, or a reassignment of theirs
+        completed: try again (not while another of their partitions is being reassigned)."""
+        queued = (
+            set(topics) & self.context.topics_to_be_deleted
+        ) - self.context.topics_being_reassigned()
         if queued:
             self.context.topics_ineligible_for_deletion -= queued
             await self.resume()

@@ -1,4 +1,5 @@
-"""A partition's log: segments, offsets, the leader epoch cache, retention and recovery.
+"""A partition's log: segments, offsets, the leader epoch cache, retention, compaction (the
+cleaned segments swapped in) and recovery.
 
 `PartitionLog` keeps its segments as files in a partition directory; `MemoryPartitionLog`
 keeps them in memory and can `crash`. Both share every decision through `_Log`."""
@@ -8,12 +9,13 @@ from __future__ import annotations
 import logging
 import pathlib
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import attrs
 
 from kcore import errors
 from kcore.log._batch import (
+    HEADER_SIZE,
     BatchHeader,
     parse_header,
     restamp,
@@ -21,10 +23,36 @@ from kcore.log._batch import (
     validate_batch,
 )
 from kcore.log._checkpoint import LEADER_EPOCH_CHECKPOINT
+from kcore.log._cleaner import (
+    CleaningAbortedError,
+    OffsetMap,
+    SegmentSummary,
+    clean_batch,
+    group_segments_by_size,
+    segments_holding,
+)
 from kcore.log._epoch_cache import LeaderEpochCache
 from kcore.log._errors import CorruptRecordError, UnexpectedAppendOffsetError
+from kcore.log._producer_snapshot import (
+    CorruptSnapshotError,
+    FileSnapshotStore,
+    MemorySnapshotStore,
+    SnapshotStore,
+    decode_snapshot,
+    encode_snapshot,
+)
 from kcore.log._producer_state import ProducerStateManager
-from kcore.log._segment import FileStore, MemoryStore, Segment, SegmentStore
+from kcore.log._segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    SWAP_SUFFIX,
+    FileStore,
+    MemoryStore,
+    Segment,
+    SegmentStore,
+    complete_interrupted_swaps,
+    segment_file_name,
+)
 
 logger = logging.getLogger("kcore.log.partition_log")
 
@@ -38,6 +66,7 @@ class _Log:
         self,
         new_store: Callable[[int], SegmentStore],
         epoch_cache: LeaderEpochCache,
+        producer_snapshots: SnapshotStore,
         *,
         segment_bytes: int,
         segment_ms: int | None,
@@ -55,6 +84,7 @@ class _Log:
         self._log_start_offset = 0
         self._recovery_point = 0
         self.producer_state = ProducerStateManager()
+        self.producer_snapshots = producer_snapshots  # `%020d.snapshot`: Kafka's files
 
     # -- state -----------------------------------------------------------------------
 
@@ -156,6 +186,10 @@ class _Log:
         segment = self._new_segment(base_offset)
         segment.created_ms = now_ms
         self._segments.append(segment)
+        # Kafka's roll: the producers' state as of the new segment's base offset, so that a
+        # recovery needs to replay from this segment only.
+        self.producer_state.map_end_offset = base_offset
+        self._take_producer_snapshot()
         return segment
 
     def _new_segment(self, base_offset: int) -> Segment:
@@ -179,6 +213,8 @@ class _Log:
                     continue
                 found = segment.read(start_offset, remaining, max_offset, first=not batches)
                 if not found:
+                    if _ends_before(segment, start_offset):
+                        continue  # compaction left a gap at the segment's end: go on
                     break
                 batches += found
                 remaining -= sum(len(batch) for batch in found)
@@ -211,11 +247,6 @@ class _Log:
             for _, header in segment.headers_from(0):
                 yield header
 
-    def _rebuild_producer_state(self) -> None:
-        # Derived from the log so it matches it exactly after truncation or recovery
-        # (Kafka reloads from a snapshot and replays; we replay the headers).
-        self.producer_state.rebuild(self._headers())
-
     def truncate_fully_and_start_at(self, offset: int) -> None:
         for segment in self._segments:
             segment.delete()
@@ -223,7 +254,9 @@ class _Log:
         self._log_start_offset = offset
         self._recovery_point = offset
         self.epoch_cache.clear()
-        self.producer_state.rebuild(())
+        for snapshot_offset in self.producer_snapshots.offsets():
+            self.producer_snapshots.delete(snapshot_offset)
+        self.producer_state.truncate_fully_and_start_at(offset)
 
     def increment_log_start_offset(self, offset: int) -> None:
         """Moves the log start offset up (follower catching up with its leader, or
@@ -237,7 +270,7 @@ class _Log:
         self._log_start_offset = offset
         self.epoch_cache.truncate_from_start(offset)
         while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
-            self._segments.pop(0).delete()
+            self._delete_segment(self._segments.pop(0))
 
     def delete_old_segments(
         self, now_ms: int, retention_ms: int, retention_bytes: int, high_watermark: int
@@ -256,7 +289,7 @@ class _Log:
             if not (expired or oversized):
                 break
             excess -= oldest.size
-            self._segments.pop(0).delete()
+            self._delete_segment(self._segments.pop(0))
             deleted += 1
         if deleted:
             self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
@@ -265,6 +298,140 @@ class _Log:
                 "deleted %d old segments; log start offset %d", deleted, self._log_start_offset
             )
         return deleted
+
+    # -- compaction (what is kept is kcore.log._cleaner's decision; here it is read, ----
+    # -- written and swapped in) ---------------------------------------------------------
+
+    def cleaner_segments(self) -> list[SegmentSummary]:
+        """The segments as the cleaner's choices read them, the active one last."""
+        return [
+            SegmentSummary(s.base_offset, s.size, s.max_timestamp, s.rolling_timestamp, s)
+            for s in self._segments
+        ]
+
+    def clean(
+        self,
+        offset_map: OffsetMap,
+        *,
+        first_dirty_offset: int,
+        first_uncleanable_offset: int,
+        now_ms: int,
+        delete_retention_ms: int,
+    ) -> Iterator[int]:
+        """One pass of Kafka's Cleaner.doClean: builds `offset_map` from the dirty section
+        [first dirty, first uncleanable) (up to its capacity), then recopies every segment
+        holding offsets up to the map's latest through `_cleaner.clean_batch`, in groups
+        that fit one segment, each group swapped in as one segment (`_replace_segments`).
+        The log is clean up to `offset_map.latest_offset + 1` after it.
+
+        Yields the bytes read and written for each batch: a point where the caller may let
+        others run. Raises CleaningAbortedError, at the next swap, when the log changed
+        under the map (truncated, or its segments deleted): what was swapped in stays."""
+        dirty = list(segments_holding(self._segments, first_dirty_offset, first_uncleanable_offset))
+        if not dirty:
+            return
+        # Truncation removes the tail: while the last dirty segment is as it was, the
+        # records the map names are all there.
+        guard = (dirty[-1], dirty[-1].size)
+        yield from self._build_offset_map(
+            offset_map, dirty, first_dirty_offset, first_uncleanable_offset, guard
+        )
+        holding = segments_holding(self.cleaner_segments(), 0, offset_map.latest_offset + 1)
+        for group in group_segments_by_size(holding, self.segment_bytes, first_uncleanable_offset):
+            old = [summary.handle for summary in group]
+            yield from self._clean_segments(old, offset_map, guard, now_ms, delete_retention_ms)
+
+    def _build_offset_map(
+        self,
+        offset_map: OffsetMap,
+        dirty: list[Segment],
+        start: int,
+        end: int,
+        guard: tuple[Segment, int],
+    ) -> Iterator[int]:
+        """Kafka's buildOffsetMap: batch by batch until the map is full; a segment read whole
+        moves the map's latest offset to its end (over a gap compaction left)."""
+        for index, segment in enumerate(dirty):
+            following = dirty[index + 1].base_offset if index + 1 < len(dirty) else end
+            for position, header in segment.headers_from(segment.lookup(start)):
+                if header.base_offset >= end:
+                    break
+                batch = _whole_batch(segment, position, header)
+                full = offset_map.add_batch(header, batch, start)
+                yield header.size
+                _check_unchanged([guard, (segment, segment.size)])
+                if full:
+                    return
+            offset_map.update_latest_offset(following - 1)
+
+    def _clean_segments(
+        self,
+        old: list[Segment],
+        offset_map: OffsetMap,
+        guard: tuple[Segment, int],
+        now_ms: int,
+        delete_retention_ms: int,
+    ) -> Iterator[int]:
+        """Kafka's cleanSegments: `old` recopied into one `.cleaned` segment, swapped in
+        unless the log changed meanwhile (`old` or the `guard` segment gone or resized)."""
+        unchanged = [guard, *((segment, segment.size) for segment in old)]
+        last_batches = {
+            producer_id: entry.batches[-1].last_offset
+            for producer_id, entry in self.producer_state.producers.items()
+            if entry.batches
+        }
+        base_offset = old[0].base_offset
+        cleaned = Segment(
+            self._new_cleaned_store(base_offset), base_offset, self.index_interval_bytes
+        )
+        swapping = False
+        try:
+            for segment in old:
+                for position, header in segment.headers_from(0):
+                    batch = _whole_batch(segment, position, header)
+                    kept = clean_batch(
+                        header,
+                        batch,
+                        offset_map,
+                        now_ms=now_ms,
+                        delete_retention_ms=delete_retention_ms,
+                        producer_last_batch=last_batches.get(header.producer_id)
+                        == header.last_offset,
+                    )
+                    if kept is not None:
+                        cleaned.append(parse_header(kept), kept)
+                    yield header.size + (len(kept) if kept is not None else 0)
+                    _check_unchanged(unchanged)
+            _check_unchanged(unchanged)
+            swapping = True  # from here a failure leaves files a restart sorts out
+            self._replace_segments(cleaned, old)
+        finally:
+            if not swapping:
+                cleaned.delete()
+
+    def _replace_segments(self, cleaned: Segment, old: list[Segment]) -> None:
+        """Kafka's replaceSegments, so that a crash at any point leaves a log that loads
+        with every record it held: the cleaned segment is made durable and renamed `.swap`
+        (from then on a restart completes the swap: `complete_interrupted_swaps`), the old
+        segments are renamed `.deleted`, the swap takes its final name (that of the first
+        old segment) and the old files go, with the producer snapshots named after the
+        segments that no longer begin anywhere."""
+        cleaned.flush()
+        cleaned.store.rename(SWAP_SUFFIX)
+        for segment in old:
+            segment.store.rename(DELETED_SUFFIX)
+        cleaned.store.rename("")
+        first = next(index for index, s in enumerate(self._segments) if s is old[0])
+        self._segments[first : first + len(old)] = [cleaned]
+        old[0].delete()
+        for segment in old[1:]:
+            self._delete_segment(segment)
+        logger.info(
+            "swapped in cleaned segment %020d for %d segment(s)", cleaned.base_offset, len(old)
+        )
+
+    def _new_cleaned_store(self, base_offset: int) -> SegmentStore:
+        raise NotImplementedError
 
     # -- durability ------------------------------------------------------------------
 
@@ -286,6 +453,7 @@ class _Log:
 
     def close(self) -> None:
         self.flush()
+        self._take_producer_snapshot()  # Kafka's close: so a restart need not replay
         for segment in self._segments:
             segment.close()
 
@@ -319,7 +487,91 @@ class _Log:
             )
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
+        self._load_producer_state()
+
+    # -- producer state snapshots (Kafka's ProducerStateManager files) -----------------
+
+    def _take_producer_snapshot(self) -> None:
+        """Snapshots the producers' state at its end offset, unless one is there already
+        (Kafka's takeSnapshot: at a roll, on close, after a reload)."""
+        state = self.producer_state
+        if state.snapshot_due:
+            data = encode_snapshot(state.snapshot_entries())
+            self.producer_snapshots.write(state.map_end_offset, data)
+            state.snapshot_taken()
+
+    def _delete_segment(self, segment: Segment) -> None:
+        """Deletes a segment below the log start and the producer snapshot named after it
+        (Kafka's deleteSegments with deleteProducerSnapshots)."""
+        segment.delete()
+        self.producer_snapshots.delete(segment.base_offset)
+
+    def _load_producer_state(self) -> None:
+        """At start-up (Kafka's LogLoader): nothing in memory; the snapshots of segments
+        that are gone are deleted, except the latest if above every segment (the one
+        taken at the log end offset on close); then the state is rebuilt."""
+        self.producer_state.truncate_fully_and_start_at(0)
+        bases = self.segment_base_offsets()
+        strays = [o for o in self.producer_snapshots.offsets() if o not in set(bases)]
+        if strays and strays[-1] > bases[-1]:
+            strays.pop()
+        for offset in strays:
+            self.producer_snapshots.delete(offset)
         self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        """After truncation or recovery (Kafka's rebuildProducerState with
+        truncateAndReload): snapshots above the log end offset or at or below the log start
+        are deleted, the latest other one is loaded and the batches after it replayed
+        (none to replay if no producer wrote below the old end offset); then a snapshot is
+        taken at the log end offset."""
+        state, log_end = self.producer_state, self.log_end_offset
+        had_no_producers = not state.producers and state.map_end_offset >= log_end
+        for offset in self.producer_snapshots.offsets():
+            if offset > log_end or offset <= self._log_start_offset:
+                self.producer_snapshots.delete(offset)
+        if state.map_end_offset != log_end:
+            self._load_latest_producer_snapshot()
+            if log_end > state.map_end_offset and not had_no_producers:
+                self._replay_producer_state()
+        state.map_end_offset = log_end
+        self._take_producer_snapshot()
+
+    def _load_latest_producer_snapshot(self) -> None:
+        """Kafka's loadFromSnapshot: a corrupt snapshot is deleted with a warning and the
+        next older one tried; with none, the state starts empty at the log start."""
+        for offset in reversed(self.producer_snapshots.offsets()):
+            name = self.producer_snapshots.name(offset)
+            try:
+                entries = decode_snapshot(self.producer_snapshots.read(offset), name)
+            except CorruptSnapshotError as error:
+                logger.warning("deleting producer snapshot %s: %s", name, error)
+                self.producer_snapshots.delete(offset)
+                continue
+            self.producer_state.load_snapshot(entries, offset)
+            logger.info("loaded producer state from snapshot %s", name)
+            return
+        self.producer_state.truncate_fully_and_start_at(self._log_start_offset)
+
+    def _replay_producer_state(self) -> None:
+        """The batches from the state's end offset to the log end offset, as a follower's
+        appends update it, taking the snapshots missing at the last two segments' base
+        offsets on the way (Kafka's rebuildProducerState)."""
+        state = self.producer_state
+        logger.info("replaying producer state from offset %d", state.map_end_offset)
+        snapshot_points = self.segment_base_offsets()[-2:]
+        for segment in self._segments:
+            if segment.next_offset <= state.map_end_offset:
+                continue
+            start = max(segment.base_offset, state.map_end_offset, self._log_start_offset)
+            state.map_end_offset = start
+            if segment.base_offset in snapshot_points:
+                self._take_producer_snapshot()
+            for _, header in segment.headers_from(segment.lookup(start)):
+                if header.size < HEADER_SIZE:
+                    break  # a damaged batch kept below the recovery point: reads stop here
+                if header.last_offset >= start:
+                    state.update(header)
 
 
 def _time_waited_for_roll(active: Segment, header: BatchHeader, now_ms: int | None) -> int | None:
@@ -360,6 +612,35 @@ def _next_offset(batches: list[bytes]) -> int:
     return parse_header(batches[-1]).next_offset
 
 
+def _ends_before(segment: Segment, offset: int) -> bool:
+    """Whether `segment` is whole and holds no batch at or after `offset` (Kafka's read
+    then goes on to the next segment; a damaged batch instead stops the read)."""
+    for position, header in segment.headers_from(segment.lookup(offset)):
+        if header.size < HEADER_SIZE or position + header.size > segment.size:
+            return False
+        if header.last_offset >= offset:
+            return False
+    return True
+
+
+def _check_unchanged(segments: list[tuple[Segment, int]]) -> None:
+    """Raises CleaningAbortedError if any of `segments` was deleted or resized (truncated)
+    since its size was taken."""
+    for segment, size in segments:
+        if segment.deleted or segment.size != size:
+            raise CleaningAbortedError(
+                f"segment {segment.base_offset:020d} was truncated or deleted while cleaned"
+            )
+
+
+def _whole_batch(segment: Segment, position: int, header: BatchHeader) -> bytes:
+    """The batch at `position` of `segment`, validated: the cleaner rewrites batches with a
+    new CRC, so a damaged one must stop it rather than come out looking sound."""
+    batch = segment.store.read(position, max(header.size, HEADER_SIZE))
+    validate_batch(batch)
+    return batch
+
+
 class PartitionLog(_Log):
     """A partition directory: `%020d.log` segments with `.index` files and a
     `leader-epoch-checkpoint`. Opening it recovers the tail after `recovery_point`."""
@@ -379,6 +660,7 @@ class PartitionLog(_Log):
         super().__init__(
             lambda base_offset: FileStore(self.directory, base_offset),
             LeaderEpochCache(self.directory / LEADER_EPOCH_CHECKPOINT),
+            FileSnapshotStore(self.directory),
             segment_bytes=segment_bytes,
             segment_ms=segment_ms,
             index_interval_bytes=index_interval_bytes,
@@ -386,12 +668,19 @@ class PartitionLog(_Log):
         self._log_start_offset = log_start_offset
         for stale in self.directory.glob("*.tmp"):
             stale.unlink()
+        complete_interrupted_swaps(self.directory)  # a clean the last run did not finish
         existing = [
             self._new_segment(int(path.stem))
             for path in self.directory.glob("*.log")
             if path.stem.isdigit()
         ]
         self._recover(existing, recovery_point)
+
+    def _new_cleaned_store(self, base_offset: int) -> SegmentStore:
+        for suffix in (".log", ".index"):  # an earlier attempt's, abandoned
+            stale = segment_file_name(base_offset, suffix + CLEANED_SUFFIX)
+            (self.directory / stale).unlink(missing_ok=True)
+        return FileStore(self.directory, base_offset, CLEANED_SUFFIX)
 
 
 class MemoryPartitionLog(_Log):
@@ -407,16 +696,27 @@ class MemoryPartitionLog(_Log):
         super().__init__(
             lambda base_offset: MemoryStore(),
             LeaderEpochCache(),
+            MemorySnapshotStore(),
             segment_bytes=segment_bytes,
             segment_ms=segment_ms,
             index_interval_bytes=index_interval_bytes,
         )
         self._segments = [self._new_segment(0)]
 
+    def _new_cleaned_store(self, base_offset: int) -> SegmentStore:
+        return MemoryStore()
+
     def recover(self) -> None:
         """A restart after a process crash: nothing written is lost (the OS holds it), but
         the tail after the recovery point is validated again, as at any unclean start."""
         self._recover(self._segments, self._recovery_point)
+
+    def close(self) -> None:
+        """A clean shutdown. The broker's next incarnation reuses this object without
+        opening it again, so what it knows of the producers becomes what a reopened file
+        log loads: the snapshot just taken (Kafka's keeps each producer's last batch)."""
+        super().close()
+        self._load_producer_state()
 
     def crash(self, rng: random.Random, *, torn_tail: bool = False) -> None:
         """A power cut and restart: unflushed bytes are lost (any prefix of them may survive,

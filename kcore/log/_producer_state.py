@@ -13,9 +13,16 @@ it, as Kafka 3.5's UnifiedLog.analyzeAndValidateProducerState and ProducerAppend
 - a producer id the partition has no state for (new, or its batches were all removed by
   retention, DeleteRecords or truncation) is accepted at any epoch and sequence (its entry
   has no epoch yet: "accept writes with any sequence number").
-The state is derived from the log: it is rebuilt from the batch headers after recovery or
-truncation (as a follower's appends update it: without checks, an epoch change clearing the
-kept batches), so leader and followers agree on it.
+The state is derived from the log: a follower's appends update it without checks (an epoch
+change clearing the kept batches), so leader and followers agree on it, and after recovery
+or truncation it is reloaded from the latest snapshot at or below the log end offset and
+the batches after it are replayed (Kafka's truncateAndReload and rebuildProducerState).
+
+Snapshots (`_producer_snapshot`) are Kafka's: an entry keeps only the producer's LAST batch.
+A state loaded from a snapshot thus recognises a retry of that batch only, and of the
+batches replayed after it, until more are appended; exactly Kafka's loadFromSnapshot, which
+builds each entry with the one batch the file holds. The epoch and the sequence to follow
+are never lost: they are the last batch's.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import attrs
 
 from kcore import errors
 from kcore.log._batch import NO_PRODUCER_ID, BatchHeader
+from kcore.log._producer_snapshot import NO_SEQUENCE, SnapshotEntry
 
 BATCHES_KEPT = 5  # Kafka's ProducerStateEntry.NumBatchesToRetain
 _INT32 = 2**31
@@ -45,14 +53,48 @@ class BatchMetadata:
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = attrs.field(factory=lambda: deque(maxlen=BATCHES_KEPT))
+    last_timestamp: int = -1  # the last batch's max timestamp (kept if its batch is not)
 
     @property
     def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else -1
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    def snapshot_entry(self, producer_id: int) -> SnapshotEntry:
+        """What a snapshot keeps of the entry: its epoch and last batch (Kafka's
+        writeSnapshot: lastSeq, lastDataOffset, lastOffsetDelta, lastTimestamp)."""
+        if not self.batches:
+            return SnapshotEntry(producer_id, self.epoch, NO_SEQUENCE, -1, 0, self.last_timestamp)
+        last = self.batches[-1]
+        return SnapshotEntry(
+            producer_id,
+            self.epoch,
+            last.last_seq,
+            last.last_offset,
+            last.last_offset - last.first_offset,
+            self.last_timestamp,
+        )
+
+    @classmethod
+    def from_snapshot(cls, entry: SnapshotEntry) -> ProducerEntry:
+        """An entry as Kafka's readSnapshot builds it: the one batch the file holds."""
+        loaded = cls(entry.producer_epoch, last_timestamp=entry.timestamp)
+        if entry.has_batch:
+            loaded.batches.append(
+                BatchMetadata(
+                    entry.first_sequence,
+                    entry.last_sequence,
+                    entry.first_offset,
+                    entry.last_offset,
+                    entry.timestamp,
+                )
+            )
+        return loaded
 
 
 def _last_seq(header: BatchHeader) -> int:
-    return (header.base_sequence + header.record_count - 1) % _INT32
+    # Kafka's RecordBatch.lastSequence: by the offset delta, which a compacted batch keeps
+    # when it loses records.
+    return (header.base_sequence + header.last_offset_delta) % _INT32
 
 
 def check_batch(entry: ProducerEntry | None, header: BatchHeader) -> tuple[int, int] | None:
@@ -90,8 +132,14 @@ def check_batch(entry: ProducerEntry | None, header: BatchHeader) -> tuple[int, 
 
 
 class ProducerStateManager:
+    """The producers' state as of `map_end_offset` (the state of the log below it; Kafka's
+    lastMapOffset), and the offset of the last snapshot taken or loaded (lastSnapOffset).
+    Sans-IO: the partition log reads and writes the snapshot files."""
+
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.map_end_offset = 0
+        self.last_snapshot_offset = 0
 
     def check(self, header: BatchHeader) -> tuple[int, int] | None:
         """Before a leader appends `header`'s batch: the (first, last) offsets of the
@@ -101,7 +149,9 @@ class ProducerStateManager:
         return check_batch(self.producers.get(header.producer_id), header)
 
     def update(self, header: BatchHeader) -> None:
-        """Records an appended batch (with its final offsets)."""
+        """Records an appended batch (with its final offsets); any batch, idempotent or
+        not, moves the state's end offset past it (Kafka's updateMapEndOffset on append)."""
+        self.map_end_offset = header.next_offset
         if header.producer_id == NO_PRODUCER_ID:
             return
         entry = self.producers.get(header.producer_id)
@@ -119,8 +169,43 @@ class ProducerStateManager:
                 header.max_timestamp,
             )
         )
+        entry.last_timestamp = header.max_timestamp
 
-    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
-        self.producers.clear()
+    def rebuild(self, headers: Iterable[BatchHeader], start_offset: int = 0) -> None:
+        """The state of exactly `headers` (replayed from nothing, as of `start_offset`)."""
+        self.truncate_fully_and_start_at(start_offset)
         for header in headers:
             self.update(header)
+
+    # -- snapshots -------------------------------------------------------------------
+
+    @property
+    def snapshot_due(self) -> bool:
+        """Whether the state moved past the last snapshot (Kafka's takeSnapshot writes only
+        then)."""
+        return self.map_end_offset > self.last_snapshot_offset
+
+    def snapshot_entries(self) -> list[SnapshotEntry]:
+        """The state as a snapshot holds it (as of `map_end_offset`); a caller writing it
+        calls `snapshot_taken`."""
+        return [
+            self.producers[producer_id].snapshot_entry(producer_id)
+            for producer_id in sorted(self.producers)
+        ]
+
+    def snapshot_taken(self) -> None:
+        self.last_snapshot_offset = self.map_end_offset
+
+    def load_snapshot(self, entries: Iterable[SnapshotEntry], offset: int) -> None:
+        """Replaces the state by a snapshot's, taken at `offset` (Kafka's loadFromSnapshot;
+        kcore does not expire producers, so every entry is loaded)."""
+        self.producers = {
+            entry.producer_id: ProducerEntry.from_snapshot(entry) for entry in entries
+        }
+        self.map_end_offset = self.last_snapshot_offset = offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """No producers, as of `offset` (no snapshot to load: a replay starts here)."""
+        self.producers = {}
+        self.map_end_offset = offset
+        self.last_snapshot_offset = offset

@@ -27,6 +27,14 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+# Kafka's suffixes for a segment on its way in or out (UnifiedLog / LogFileUtils): a cleaned
+# segment is written as `.cleaned`, renamed `.swap` once complete, and the segments it
+# replaces are renamed `.deleted` before it takes their place.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+DELETED_SUFFIX = ".deleted"
+
+
 class SegmentStore(Protocol):
     def size(self) -> int: ...
     def read(self, position: int, size: int) -> bytes: ...
@@ -38,6 +46,7 @@ class SegmentStore(Protocol):
     def read_index(self) -> bytes | None: ...
     def append_index(self, entry: bytes) -> None: ...
     def write_index(self, data: bytes) -> None: ...
+    def rename(self, suffix: str) -> None: ...
 
 
 class FileStore:
@@ -47,9 +56,10 @@ class FileStore:
     process leaves behind. A Python-side buffer would instead be written whenever the
     object is garbage-collected, possibly after a restarted broker truncated the file."""
 
-    def __init__(self, directory: pathlib.Path, base_offset: int) -> None:
-        self.log_path = directory / segment_file_name(base_offset, ".log")
-        self.index_path = directory / segment_file_name(base_offset, ".index")
+    def __init__(self, directory: pathlib.Path, base_offset: int, suffix: str = "") -> None:
+        self.log_path = directory / segment_file_name(base_offset, ".log" + suffix)
+        self.index_path = directory / segment_file_name(base_offset, ".index" + suffix)
+        self._suffix = suffix
         self._log = open(self.log_path, "a+b", buffering=0)
         self._index = None
 
@@ -102,6 +112,98 @@ class FileStore:
         self._index = open(self.index_path, "wb", buffering=0)
         _write_all(self._index, data)
 
+    def rename(self, suffix: str) -> None:
+        """Gives the files `suffix` in place of the current one (Kafka's
+        changeFileSuffixes: the log first, then the index), open files staying open, and
+        makes the renames durable."""
+        renamed = []
+        for path in (self.log_path, self.index_path):
+            target = path.with_name(path.name[: len(path.name) - len(self._suffix)] + suffix)
+            if path.exists():
+                os.replace(path, target)
+            renamed.append(target)
+        self.log_path, self.index_path = renamed
+        self._suffix = suffix
+        fsync_directory(self.log_path.parent)
+
+
+def fsync_directory(directory: pathlib.Path) -> None:
+    """Makes the renames and deletions in `directory` durable."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def complete_interrupted_swaps(directory: pathlib.Path) -> None:
+    """Before a partition directory's segments are opened, finishes or undoes a clean that a
+    crash interrupted (Kafka's LogLoader.removeTempFilesAndCollectSwapFiles and the swap
+    passes of its load): `.deleted` files go; a `.swap` segment at or above a `.cleaned`
+    file's offset was not wholly renamed and goes, as do the `.cleaned` files (the segments
+    they were to replace are all still there); the remaining `.swap` segments were complete:
+    the segments whose base offsets fall in their offset range are deleted and the `.swap`
+    files take their names."""
+    suffixes = (CLEANED_SUFFIX, SWAP_SUFFIX, DELETED_SUFFIX)
+    if not any(name.endswith(suffixes) for name in os.listdir(directory)):
+        return  # (no clean was under way: what every start but a crashed one finds)
+    files = sorted(
+        path
+        for path in directory.iterdir()
+        if path.is_file() and path.name.split(".")[0].isdigit()  # (a segment's offset)
+    )
+    cleaned = [path for path in files if path.name.endswith(CLEANED_SUFFIX)]
+    lowest_cleaned = min((_file_offset(path) for path in cleaned), default=None)
+    changed = False
+    swaps = []
+    for path in files:
+        if path.name.endswith(DELETED_SUFFIX) or path in cleaned:
+            path.unlink(missing_ok=True)
+            changed = True
+        elif path.name.endswith(SWAP_SUFFIX):
+            if lowest_cleaned is not None and _file_offset(path) >= lowest_cleaned:
+                logger.info("deleting %s: its swap was interrupted before it completed", path.name)
+                path.unlink(missing_ok=True)
+                changed = True
+            else:
+                swaps.append(path)
+    ranges = [
+        (_file_offset(path), _next_offset_of(path))
+        for path in swaps
+        if path.name.endswith(".log" + SWAP_SUFFIX)
+    ]
+    if ranges:
+        start, end = min(r[0] for r in ranges), max(r[1] for r in ranges)
+        for path in files:
+            name = path.name
+            if name.endswith((".log", ".index")):
+                if start <= _file_offset(path) < end and path.exists():
+                    logger.info("deleting %s: a cleaned segment replaces it", name)
+                    path.unlink()
+    for path in swaps:
+        logger.info("completing the interrupted swap of %s", path.name)
+        os.replace(path, path.with_name(path.name[: -len(SWAP_SUFFIX)]))
+        changed = True
+    if changed:
+        fsync_directory(directory)
+
+
+def _file_offset(path: pathlib.Path) -> int:
+    return int(path.name.split(".")[0])
+
+
+def _next_offset_of(path: pathlib.Path) -> int:
+    """The offset after the last whole batch of a segment file (its base offset if none)."""
+    data = path.read_bytes()
+    next_offset, position = _file_offset(path), 0
+    while position < len(data):
+        try:
+            header = _whole_header(data, position)
+        except CorruptRecordError:
+            break
+        next_offset, position = header.next_offset, position + header.size
+    return next_offset
+
 
 def _write_all(file, data: bytes) -> None:
     """Raw (unbuffered) writes may be partial."""
@@ -152,6 +254,9 @@ class MemoryStore:
     def write_index(self, data: bytes) -> None:
         self.index = bytearray(data)
 
+    def rename(self, suffix: str) -> None:
+        pass  # a memory log swaps segments in one step: nothing to recover
+
     def crash(self, rng: random.Random, torn_tail: bool) -> None:
         """Loses what was not flushed: the OS may have written any prefix of it (a torn tail
         when `torn_tail`), or nothing at all."""
@@ -176,6 +281,7 @@ class Segment:
         self._index_offsets: list[int] = []  # last offset of the batch at each position
         self._index_positions: list[int] = []
         self._bytes_since_index_entry = 0
+        self.deleted = False  # (a clean reading it must not swap over it)
 
     # -- appending -------------------------------------------------------------------
 
@@ -371,6 +477,7 @@ class Segment:
         self.store.close()
 
     def delete(self) -> None:
+        self.deleted = True
         self.store.delete()
 
 

@@ -1,7 +1,8 @@
 """A segment file printed as Kafka's `kafka-dump-log.sh --files F` prints it (Kafka 3.5's
 DumpLogSegments.dumpLog), so what one knows from Kafka's tool reads the same here: one line
 per batch, and with `print_data_log` (or `deep_iteration`) one `| offset: ...` line per
-record.
+record. A producer state snapshot (`N.snapshot`) is printed one line per producer, as
+DumpLogSegments.dumpProducerIdSnapshot does.
 
 Pure: bytes in, lines out (`kcore dump-log` reads the files). Where Kafka's tool would stop
 with a stack trace (a batch whose records cannot be read, an impossible batch size) this one
@@ -25,8 +26,14 @@ from kcore.log._batch import (
     parse_header,
 )
 from kcore.log._errors import CorruptRecordError
+from kcore.log._producer_snapshot import (
+    SNAPSHOT_SUFFIX,
+    CorruptSnapshotError,
+    SnapshotEntry,
+    decode_snapshot,
+)
 
-__all__ = ["dump_log"]
+__all__ = ["SNAPSHOT_SUFFIX", "CorruptSnapshotError", "dump_log", "dump_producer_snapshot"]
 
 _MAX_INT = 2**31 - 1
 _HEADER_UP_TO_MAGIC = 17  # Kafka's FileLogInputStream stops when fewer bytes remain
@@ -171,3 +178,31 @@ def _control_text(key: bytes | None, value: bytes | None) -> str:
         _, coordinator_epoch = _END_TXN_VALUE.unpack_from(value)
         return f" endTxnMarker: {name} coordinatorEpoch: {coordinator_epoch}"
     return f" controlType: {name}({type_id})"
+
+
+def dump_producer_snapshot(data: bytes, file_name: str) -> Iterator[str]:
+    """The lines Kafka's tool prints for the producer snapshot `file_name` holding `data`:
+    each producer's state and, if it has one, its last batch. A file that cannot be read
+    raises CorruptSnapshotError before any line (Kafka's tool prints its message to stderr
+    and goes on with the next file)."""
+    return iter([_snapshot_line(entry) for entry in decode_snapshot(data, file_name)])
+
+
+def _snapshot_line(entry: SnapshotEntry) -> str:
+    txn_first_offset = (
+        f"OptionalLong[{entry.current_txn_first_offset}]"
+        if entry.current_txn_first_offset >= 0
+        else "OptionalLong.empty"
+    )
+    line = (
+        f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
+        f"coordinatorEpoch: {entry.coordinator_epoch} "
+        f"currentTxnFirstOffset: {txn_first_offset} lastTimestamp: {entry.timestamp} "
+    )
+    if entry.has_batch:
+        line += (
+            f"firstSequence: {entry.first_sequence} lastSequence: {entry.last_sequence} "
+            f"lastOffset: {entry.last_offset} offsetDelta: {entry.offset_delta} "
+            f"timestamp: {entry.timestamp}"
+        )
+    return line

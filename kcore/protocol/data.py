@@ -426,3 +426,62 @@ class ElectionResult:
 class ElectLeadersResponse:
     error_code: int  # NOT_CONTROLLER when sent to another broker
     results: tuple[ElectionResult, ...] = ()
+
+
+# -- AlterPartitionReassignments / ListPartitionReassignments --------------------------
+
+
+@attrs.frozen
+class ReassignablePartition:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...] | None  # the target replicas; None cancels its reassignment
+
+
+@attrs.frozen
+class AlterPartitionReassignmentsRequest:
+    partitions: tuple[ReassignablePartition, ...]
+    timeout_ms: int = attrs.field(validator=_non_negative)
+
+
+@attrs.frozen
+class ReassignablePartitionResponse:
+    topic: str
+    partition: int
+    error_code: int  # 0: started (or cancelled)
+    error_message: str | None = None
+
+
+@attrs.frozen
+class AlterPartitionReassignmentsResponse:
+    error_code: int  # NOT_CONTROLLER when sent to another broker
+    error_message: str | None = None
+    partitions: tuple[ReassignablePartitionResponse, ...] = ()
+
+
+@attrs.frozen
+class ListedPartition:
+    topic: str
+    partition: int
+
+
+@attrs.frozen
+class ListPartitionReassignmentsRequest:
+    partitions: tuple[ListedPartition, ...] | None  # None: every reassignment in progress
+    timeout_ms: int = attrs.field(validator=_non_negative)
+
+
+@attrs.frozen
+class OngoingPartitionReassignment:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]  # RS: target and original replicas
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+@attrs.frozen
+class ListPartitionReassignmentsResponse:
+    error_code: int  # NOT_CONTROLLER when sent to another broker
+    error_message: str | None = None
+    reassignments: tuple[OngoingPartitionReassignment, ...] = ()

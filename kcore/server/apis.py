@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -17,7 +17,7 @@ import trio
 
 import transport
 from kcore import errors
-from kcore.common import NO_LEADER, OFFSETS_TOPIC, TopicPartition
+from kcore.common import NO_LEADER, OFFSETS_TOPIC, ReplicaAssignment, TopicPartition
 from kcore.config import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -28,6 +28,7 @@ from kcore.config import (
     describe_topic_config,
 )
 from kcore.controller.preferred_election import ElectionOutcome, ElectionType
+from kcore.controller.reassignment import ReassignmentResult
 from kcore.coordinator.group import GROUP_API_KEYS, partition_for
 from kcore.protocol import kafka as kafka_codec
 from kcore.protocol.api_keys import ApiKey
@@ -44,6 +45,8 @@ from kcore.protocol.control import (
 )
 from kcore.protocol.data import (
     AlterConfigsResult,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     CreatableTopic,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -67,16 +70,21 @@ from kcore.protocol.data import (
     InitProducerIdRequest,
     InitProducerIdResponse,
     ListOffsetsRequest,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     MetadataBroker,
     MetadataPartition,
     MetadataRequest,
     MetadataResponse,
     MetadataTopic,
     OffsetForLeaderEpochRequest,
+    OngoingPartitionReassignment,
     ProduceRequest,
+    ReassignablePartitionResponse,
     TopicResult,
 )
 from kcore.server.control_requests import control_request_error
+from kcore.server.controller_epochs import ControllerEpochGate
 from kcore.topic_creation import NewTopic, PartitionAddition, plan_partition_addition, plan_topic
 from kcore.wire import WireError, from_wire, to_wire
 from kcore.zk_client import ZooKeeperError
@@ -112,6 +120,13 @@ class KafkaApis:
     rng: random.Random  # the start index of new topics' replica assignments
     new_topic_id: Callable[[], str]
     group_coordinator: GroupCoordinator | None = None
+    # Beyond Kafka: the controller epochs this broker obeys, verified in ZooKeeper.
+    controller_epochs: ControllerEpochGate = attrs.field(
+        default=attrs.Factory(
+            lambda apis: ControllerEpochGate(apis.zk_client, apis.broker_id), takes_self=True
+        ),
+        init=False,
+    )
 
     # The unused part of the block of producer ids this broker last claimed.
     _producer_ids: tuple[int, int] | None = attrs.field(default=None, init=False)
@@ -134,6 +149,8 @@ class KafkaApis:
             ApiKey.INIT_PRODUCER_ID: self.handle_init_producer_id,
             ApiKey.CREATE_PARTITIONS: self.handle_create_partitions,
             ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.handle_alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self.handle_list_partition_reassignments,
             ApiKey.DESCRIBE_CONFIGS: self.handle_describe_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
@@ -145,28 +162,35 @@ class KafkaApis:
     def broker_id(self) -> int:
         return self.config.broker_id
 
-    def _control_error(self, request: Any) -> int:
-        return control_request_error(
-            broker_epoch_in_request=request.broker_epoch,
+    async def _control_error(
+        self, api_name: str, message: Any, request: transport.Request, current_controller_epoch: int
+    ) -> int:
+        """Kafka's epoch checks, then (beyond Kafka) a controller epoch newer than this
+        broker has verified is checked against ZooKeeper before the request is obeyed."""
+        error = control_request_error(
+            broker_epoch_in_request=message.broker_epoch,
             current_broker_epoch=self.broker_epoch(),
-            controller_epoch_in_request=request.controller_epoch,
-            current_controller_epoch=self.metadata_cache.controller_epoch,
+            controller_epoch_in_request=message.controller_epoch,
+            current_controller_epoch=current_controller_epoch,
+        )
+        if error:
+            logger.warning(
+                "Broker %d refuses %s from controller %d epoch %d (error %d)",
+                self.broker_id, api_name, message.controller_id, message.controller_epoch, error,
+            )  # fmt: skip
+            return error
+        return await self.controller_epochs.check(
+            api_name, message.controller_id, message.controller_epoch, request.connection
         )
 
     # -- from the controller -------------------------------------------------------------
 
     async def handle_update_metadata(self, request: transport.Request) -> Any:
         update = decode_body(UpdateMetadataRequest, request)
-        error = self._control_error(update)
-        if error:
-            logger.warning(
-                "Broker %d refuses UpdateMetadata from controller %d epoch %d (error %d)",
-                self.broker_id,
-                update.controller_id,
-                update.controller_epoch,
-                error,
-            )
-        else:
+        error = await self._control_error(
+            "UpdateMetadata", update, request, self.metadata_cache.controller_epoch
+        )
+        if not error:
             self.metadata_cache.update(update)
             self._metadata_updated.set()
             self._metadata_updated = trio.Event()
@@ -174,30 +198,17 @@ class KafkaApis:
 
     async def handle_leader_and_isr(self, request: transport.Request) -> Any:
         message = decode_body(LeaderAndIsrRequest, request)
-        error = control_request_error(
-            broker_epoch_in_request=message.broker_epoch,
-            current_broker_epoch=self.broker_epoch(),
-            controller_epoch_in_request=message.controller_epoch,
-            current_controller_epoch=self.replica_manager.controller_epoch,
+        error = await self._control_error(
+            "LeaderAndIsr", message, request, self.replica_manager.controller_epoch
         )
         if error:
-            logger.warning(
-                "Broker %d refuses LeaderAndIsr from controller %d epoch %d (error %d)",
-                self.broker_id,
-                message.controller_id,
-                message.controller_epoch,
-                error,
-            )
             return to_wire(LeaderAndIsrResponse(error))
         return to_wire(await self.replica_manager.become_leader_or_follower(message))
 
     async def handle_stop_replica(self, request: transport.Request) -> Any:
         message = decode_body(StopReplicaRequest, request)
-        error = control_request_error(
-            broker_epoch_in_request=message.broker_epoch,
-            current_broker_epoch=self.broker_epoch(),
-            controller_epoch_in_request=message.controller_epoch,
-            current_controller_epoch=self.replica_manager.controller_epoch,
+        error = await self._control_error(
+            "StopReplica", message, request, self.replica_manager.controller_epoch
         )
         if error:
             return to_wire(StopReplicaResponse(error))
@@ -396,10 +407,13 @@ class KafkaApis:
     async def create_offsets_topic(self) -> None:
         """Kafka's internal `__consumer_offsets`: `offsets.topic.num.partitions` partitions,
         `offsets.topic.replication.factor` replicas, refused while fewer brokers are alive
-        (a cluster still starting; the clients ask again). Kafka makes it a compacted topic;
-        kcore has no log compaction yet, so it keeps every record instead (no retention by
-        time or size): nothing a group committed is ever deleted under it, and loading a
-        partition reads its whole log."""
+        (a cluster still starting; the clients ask again). A compacted topic with
+        `offsets.topic.segment.bytes` segments (Kafka's GroupCoordinator.offsetsTopicConfigs):
+        the log cleaner keeps each group's last metadata record and last commit per
+        partition, so a new coordinator reads little more than what is current; a tombstone
+        (a deleted group, an expired offset) goes after `delete.retention.ms`. kcore's
+        topic configs have no `compression.type`, whose `producer` Kafka sets here (its
+        default anyway)."""
         config = self.config
         live = sorted(self.metadata_cache.brokers)
         factor = config.offsets_topic_replication_factor
@@ -416,7 +430,7 @@ class KafkaApis:
         topic = CreatableTopic(
             OFFSETS_TOPIC, config.offsets_topic_num_partitions, factor,
             configs={
-                "retention.ms": "-1", "retention.bytes": "-1",
+                "cleanup.policy": "compact",
                 "segment.bytes": str(config.offsets_topic_segment_bytes),
             },
         )  # fmt: skip
@@ -562,6 +576,74 @@ class KafkaApis:
                 tuple(
                     ElectionResult(tp.topic, tp.partition, outcome.error_code, outcome.message)
                     for tp, outcome in sorted(answers.items())
+                ),
+            )
+        )
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, ReassignmentResult] | None:
+        """AlterPartitionReassignments on the controller (None when this broker is not it):
+        each partition's result once its reassignment (None: its cancellation) started.
+        Kafka answers then, without waiting for the reassignment to complete."""
+        try:
+            return await self.controller.alter_partition_reassignments(reassignments)
+        except errors.NotControllerError:
+            return None
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None
+    ) -> dict[TopicPartition, ReplicaAssignment] | None:
+        """ListPartitionReassignments on the controller (None when this broker is not it):
+        the asked partitions (None: all) being reassigned, with replicas, adding, removing."""
+        try:
+            return await self.controller.list_partition_reassignments(partitions)
+        except errors.NotControllerError:
+            return None
+
+    async def handle_alter_partition_reassignments(self, request: transport.Request) -> Any:
+        message = decode_body(AlterPartitionReassignmentsRequest, request)
+        results = await self.alter_partition_reassignments(
+            {TopicPartition(p.topic, p.partition): p.replicas for p in message.partitions}
+        )
+        if results is None:
+            return to_wire(AlterPartitionReassignmentsResponse(errors.NotControllerError.code))
+        return to_wire(
+            AlterPartitionReassignmentsResponse(
+                0,
+                None,
+                tuple(
+                    ReassignablePartitionResponse(
+                        tp.topic, tp.partition, result.error_code, result.message
+                    )
+                    for tp, result in sorted(results.items())
+                ),
+            )
+        )
+
+    async def handle_list_partition_reassignments(self, request: transport.Request) -> Any:
+        message = decode_body(ListPartitionReassignmentsRequest, request)
+        partitions = (
+            None
+            if message.partitions is None
+            else [TopicPartition(p.topic, p.partition) for p in message.partitions]
+        )
+        listed = await self.list_partition_reassignments(partitions)
+        if listed is None:
+            return to_wire(ListPartitionReassignmentsResponse(errors.NotControllerError.code))
+        return to_wire(
+            ListPartitionReassignmentsResponse(
+                0,
+                None,
+                tuple(
+                    OngoingPartitionReassignment(
+                        tp.topic,
+                        tp.partition,
+                        a.replicas,
+                        a.adding_replicas,
+                        a.removing_replicas,
+                    )
+                    for tp, a in sorted(listed.items())
                 ),
             )
         )

@@ -27,10 +27,12 @@ import transport
 from actors import MetricsRegistry
 from kcore import errors
 from kcore.common import Broker, EndPoint, TopicPartition
+from kcore.config._unsupported import security_protocols
 from kcore.controller.controller import KafkaController
 from kcore.coordinator.group import GroupConfig, GroupCoordinatorCore, uuid_member_ids
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
+from kcore.security import BrokerTls, principal
 from kcore.server.apis import KafkaApis
 from kcore.server.config_changes import ConfigChangeListener
 from kcore.server.controlled_shutdown import movable_partitions
@@ -110,6 +112,8 @@ class BrokerServer:
     _request_server: transport.RpcServer | None = attrs.field(default=None, init=False)
     _processing_requests: trio.Event = attrs.field(factory=trio.Event, init=False)
     _controlled_shutdown_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
+    # TLS contexts of its SSL listeners and inter-broker connections, built at start-up.
+    _tls: BrokerTls = attrs.field(factory=BrokerTls, init=False)
 
     def __attrs_post_init__(self) -> None:
         self.metadata_cache = MetadataCache(self.config.broker_id)
@@ -135,6 +139,9 @@ class BrokerServer:
         self.state = BrokerState.STARTING
         network = self.network.node(self.node_name)
         try:
+            # Bad key material (or TLS on a network without it) stops the broker here.
+            self._tls = BrokerTls.from_config(self.config.values)
+            self._tls.check_network(network)
             async with open_kafka_zk_client(
                 self.config.zookeeper_connect,
                 session_timeout=self.config.zookeeper_session_timeout_ms / 1000,
@@ -174,7 +181,7 @@ class BrokerServer:
             self.broker_id,
             zk_client,
             LogManager(self.config.log_dirs, memory=self.log_storage),
-            network,
+            self._tls.inter_broker_network(network),
             random.Random(self.rng.getrandbits(64)),
             broker_epoch=lambda: self.broker_epoch,
             wall_clock_ms=lambda: int(self.clock() * 1000),
@@ -200,7 +207,7 @@ class BrokerServer:
             controller = self.controller = KafkaController(
                 attrs.evolve(broker, epoch=self.broker_epoch),
                 zk_client,
-                network,
+                self._tls.inter_broker_network(network),
                 self.rng,
                 self.metrics,
                 request_timeout=self.config.controller_socket_timeout_ms / 1000,
@@ -208,6 +215,9 @@ class BrokerServer:
                 config=self.config,
             )
             controller.broker_epoch = self.broker_epoch
+            # Brokers talk to each other over their first listener (kcore.config refuses any
+            # other inter-broker listener), whatever its name.
+            controller.channel.listener_name = self.endpoints[0].listener_name
             await supervisor.start(controller.run, name="controller")
             group_coordinator = self._group_coordinator(replica_manager)
             await supervisor.start(group_coordinator.run, name="group-coordinator")
@@ -267,8 +277,16 @@ class BrokerServer:
             max_queued_bytes=self.config.queued_max_request_bytes,
             # Every listener speaks Kafka's protocol too; a connection's first frame says which.
             foreign_protocol=KafkaProtocol(KafkaProtocolApis(apis).handlers()),
+            on_connect=self._identify_peer,
         )
         self._processing_requests.set()
+
+    def _identify_peer(self, connection: transport.ServerConnection) -> None:
+        """Keeps the peer's principal on its connection (Kafka's: `User:` and the subject of
+        the TLS certificate it presented, else `User:ANONYMOUS`) for the authorizer."""
+        peer = connection.context["principal"] = principal(connection.peer_certificate)
+        logger.debug("Broker %d: connection from %s, principal %s",
+                     self.broker_id, connection.peer_name, peer)  # fmt: skip
 
     async def _handle_connection(self, connection: transport.MessageConnection) -> None:
         await self._processing_requests.wait()
@@ -302,10 +320,11 @@ class BrokerServer:
         self, supervisor: actors.Supervisor, network: transport.Network
     ) -> tuple[EndPoint, ...]:
         endpoints = []
+        protocols = security_protocols(self.config.values)
         for listener in self.config.listeners:
-            endpoint = EndPoint.parse(listener)
+            endpoint = EndPoint.parse(listener, protocols)
             bound = await supervisor.start(
-                network.serve,
+                self._tls.listener_network(network, endpoint.listener_name).serve,
                 (endpoint.host or "127.0.0.1", endpoint.port),
                 self._handle_connection,
                 name=f"listener-{endpoint.listener_name}",
@@ -467,7 +486,7 @@ class BrokerServer:
         self, endpoint: EndPoint, timeout: float
     ) -> ControlledShutdownResponse:
         async with transport.open_rpc_client(
-            self.network.node(self.node_name),
+            self._tls.inter_broker_network(self.network.node(self.node_name)),
             (endpoint.host, endpoint.port),
             client_id=f"broker-{self.broker_id}-controlled-shutdown",
             rng=self.rng,

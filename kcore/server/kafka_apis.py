@@ -107,6 +107,8 @@ class KafkaProtocolApis:
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
             ApiKey.DESCRIBE_PRODUCERS: self.handle_describe_producers,
             ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.handle_alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self.handle_list_partition_reassignments,
             **{api_key: self.handle_group_request for api_key in GROUP_API_KEYS},
         }
 
@@ -537,6 +539,70 @@ class KafkaProtocolApis:
             "replica_election_results": [
                 {"topic": topic, "partition_result": results} for topic, results in topics.items()
             ],
+        }
+
+    # -- partition reassignments ---------------------------------------------------------
+
+    async def handle_alter_partition_reassignments(self, request: transport.Request) -> dict:
+        """AlterPartitionReassignments (to the controller): each partition to its target
+        replicas, null replicas cancelling its reassignment."""
+        body: dict = request.body  # type: ignore[assignment]
+        asked = {
+            TopicPartition(t["name"], p["partition_index"]): p["replicas"]
+            for t in body["topics"]
+            for p in t["partitions"]
+        }
+        results = await self.apis.alter_partition_reassignments(asked)
+        if results is None:  # not the controller
+            return {
+                "throttle_time_ms": 0,
+                "error_code": errors.NotControllerError.code,
+                "error_message": None,
+                "responses": [],
+            }
+        topics: dict[str, list[dict]] = {}
+        for tp, result in sorted(results.items()):
+            topics.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "error_code": result.error_code,
+                 "error_message": result.message}
+            )  # fmt: skip
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "error_message": None,
+            "responses": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+        }
+
+    async def handle_list_partition_reassignments(self, request: transport.Request) -> dict:
+        """ListPartitionReassignments (to the controller): the named partitions (null
+        topics: all) that are being reassigned."""
+        body: dict = request.body  # type: ignore[assignment]
+        asked = body.get("topics")
+        partitions = (
+            None
+            if asked is None
+            else [TopicPartition(t["name"], p) for t in asked for p in t["partition_indexes"]]
+        )
+        listed = await self.apis.list_partition_reassignments(partitions)
+        if listed is None:  # not the controller
+            return {
+                "throttle_time_ms": 0,
+                "error_code": errors.NotControllerError.code,
+                "error_message": None,
+                "topics": [],
+            }
+        topics: dict[str, list[dict]] = {}
+        for tp, assignment in sorted(listed.items()):
+            topics.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "replicas": list(assignment.replicas),
+                 "adding_replicas": list(assignment.adding_replicas),
+                 "removing_replicas": list(assignment.removing_replicas)}
+            )  # fmt: skip
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "error_message": None,
+            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
         }
 
     # -- configs -------------------------------------------------------------------------

@@ -32,6 +32,8 @@ IMPLEMENTED: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     44: (0, 1),  # IncrementalAlterConfigs
     21: (0, 2),  # DeleteRecords
     60: (0, 0),  # DescribeCluster

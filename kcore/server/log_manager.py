@@ -161,20 +161,20 @@ class LogManager:
         log = self.logs.get(tp)
         if log is not None:
             log.segment_bytes = config.segment_bytes
-            log.segment_ms = config.segment_ms
+            log.segment_ms = config.max_segment_ms
             log.flush_messages = config.flush_messages
             return log
         log_dir = self._least_loaded_dir()
         if self.memory is not None:
             log = self.memory.new_log(
-                tp, segment_bytes=config.segment_bytes, segment_ms=config.segment_ms
+                tp, segment_bytes=config.segment_bytes, segment_ms=config.max_segment_ms
             )
         else:
             with log_dir_failures.handling_io_errors(str(log_dir), "create the log of", tp):
                 log = PartitionLog(
                     log_dir / partition_dir_name(tp),
                     segment_bytes=config.segment_bytes,
-                    segment_ms=config.segment_ms,
+                    segment_ms=config.max_segment_ms,
                 )
         log.flush_messages = config.flush_messages
         self.logs[tp] = log
@@ -226,6 +226,23 @@ class LogManager:
             {tp: log.log_start_offset for tp, log in self.logs.items()},
             log_dir_failures,
         )
+
+    def read_checkpoints(self, name: str) -> dict[TopicPartition, int]:
+        """The offsets of every log dir's checkpoint file `name` (a damaged one reads as
+        empty, with a warning)."""
+        offsets: dict[TopicPartition, int] = {}
+        for log_dir in self.log_dirs:
+            offsets |= self._read(log_dir, name)
+        return offsets
+
+    def write_checkpoints(
+        self,
+        name: str,
+        offsets: Mapping[TopicPartition, int],
+        log_dir_failures: LogDirFailureChannel,
+    ) -> None:
+        """Replaces each log dir's checkpoint file `name` by the offsets of its logs."""
+        self._write_per_dir(name, offsets, log_dir_failures)
 
     def _write_per_dir(
         self,

@@ -33,6 +33,7 @@ from kcore.config import InvalidTopicConfigError, TopicConfig
 from kcore.log import (
     BatchHeader,
     CorruptRecordError,
+    check_keys_for_compaction,
     check_produced_batch,
     split_batches,
     with_log_append_time,
@@ -72,6 +73,7 @@ from kcore.server.fetcher import (
 )
 from kcore.server.isr_updates import IsrChangePropagation
 from kcore.server.leader_and_isr import decide_leader_and_isr
+from kcore.server.log_cleaner import CleanerSettings, CompactedReplica, LogCleaner
 from kcore.server.log_dir_failure import LogDirFailureChannel
 from kcore.server.log_manager import LogManager, RetentionLimits
 from kcore.server.partition import IsrProposal, Partition
@@ -269,6 +271,14 @@ class ReplicaManager:
                 self.log_dir_failures,
                 name="log-retention",
             )
+            if config.log_cleaner_enable:
+                cleaner = LogCleaner(
+                    self.log_manager,
+                    CleanerSettings.from_config(config),
+                    self.wall_clock_ms,
+                    self.log_dir_failures,
+                )
+                await tasks.start(cleaner.run, self.compacted_replicas, name="log-cleaner")
             tasks.start_soon(self._isr_write_loop, name="isr-writes")
             task_status.started()
 
@@ -292,14 +302,25 @@ class ReplicaManager:
         return {tp: hw for tp, hw in found.items() if tp in self.log_manager.logs}
 
     def retention_limits(self) -> dict[TopicPartition, RetentionLimits]:
-        """Each hosted replica's retention, in partition order, for the log manager."""
+        """Each hosted replica's retention, in partition order, for the log manager; none
+        for a topic whose cleanup.policy lacks delete (compacted only)."""
         limits = {}
         for tp in sorted(self.partitions):
             config = self._topic_configs[tp.topic]  # read when the partition was created
+            if not config.delete:
+                continue
             limits[tp] = RetentionLimits(
                 config.retention_ms, config.retention_bytes, self.partitions[tp].high_watermark
             )
         return limits
+
+    def compacted_replicas(self) -> dict[TopicPartition, CompactedReplica]:
+        """Each hosted replica of a compacted topic, for the log cleaner."""
+        return {
+            tp: CompactedReplica(config, partition.high_watermark)
+            for tp, partition in sorted(self.partitions.items())
+            if (config := self._topic_configs[tp.topic]).compact
+        }
 
     def _complete_delayed_requests(self, tp: TopicPartition) -> None:
         """`tp` moved (its log end, HW or leadership): waiting produces and fetches check."""
@@ -579,8 +600,10 @@ class ReplicaManager:
             )
         now_ms = self.wall_clock_ms()
         batches = split_batches(records)  # each batch's CRC checked
-        for header, _batch in batches:
+        for header, batch in batches:
             check_produced_batch(header, str(tp))
+            if config.compact:
+                check_keys_for_compaction(header, batch, str(tp))
             if config.message_timestamp_type == "CreateTime":
                 check_create_time(header, now_ms, config.message_timestamp_difference_max_ms, tp)
         log_append_time = -1

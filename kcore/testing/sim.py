@@ -67,6 +67,7 @@ FAULTS = (
     "restart_zookeeper",
     "preferred_election",
     "segment_config_change",
+    "reassign",
     "heal",
 )
 # With group consumers: crash a member (its task cancelled: no commit, no LeaveGroup) and
@@ -115,6 +116,11 @@ EXPECTED_UNDER_FAULTS = (
         "a produce that found no reachable leader in its delivery timeout",
     ),
     ExpectedLog(
+        "kcore.client.producer",
+        r"record\(s\) for \S+ failed: broker \d+ is not the leader of ",
+        "a produce to a broker the controller named leader but could not tell (cut off)",
+    ),
+    ExpectedLog(
         "kcore.client.",
         rf"metadata refresh failed: .*({_UNREACHABLE})",
         "a metadata refresh while the brokers it knows are down",
@@ -123,6 +129,11 @@ EXPECTED_UNDER_FAULTS = (
         "kcore.state.change",
         r"^Failed to elect leader for partition \S+ under strategy \w+: no eligible replica",
         "an election while every eligible replica is down",
+    ),
+    ExpectedLog(
+        "kcore.state.change",
+        rf"^Error while moving (partitions|replicas) .* to \w+: {_FAULT_ERRORS}",
+        "a controller whose ZooKeeper session expired mid-change (it resigns)",
     ),
     ExpectedLog(
         "kcore.server.broker",
@@ -307,8 +318,8 @@ class Simulation:
     down: set[int] = attrs.field(factory=set)
     # Set when a scenario returns: the producers stop, and the run heals and settles.
     workload_done: bool = False
-    # partition -> its replicas, as the topic's znode assigns them (read when settling, so
-    # reading it does not perturb the history under faults; nothing here reassigns).
+    # partition -> its replicas, as the topic's znode assigns them (read when settling, once
+    # the reassignments the faults started are complete).
     assignment: dict[int, tuple[int, ...]] = attrs.field(factory=dict)
     _last_seen: dict[str, tuple] = attrs.field(factory=dict)
     # The consumer group (with config.group_consumers): its members, what they consumed
@@ -430,6 +441,8 @@ class Simulation:
                 overrides = await zk.read_topic_configs(TOPIC)
                 overrides["segment.bytes"] = str(segment_bytes)
                 await zk.change_topic_config(TOPIC, overrides)
+        elif kind == "reassign":
+            await self.reassign(rng)
         elif kind == "heal":
             self.log("heal the network")
             self.heal_network()
@@ -448,6 +461,26 @@ class Simulation:
                 await self.kill(coordinator)
 
     # -- fault primitives, for scenarios too -------------------------------------------------
+
+    async def reassign(self, rng: random.Random) -> None:
+        """What an operator's kafka-reassign-partitions does through ZooKeeper: one
+        partition's replicas moved, one of them to a broker outside the set when there is
+        one, and their order shuffled (so the preferred leader may change as well)."""
+        partition = rng.randrange(self.config.partitions)
+        replicas = None
+        zk = KafkaZkClient(self.cluster.zk, clock=self.cluster.clock)
+        with contextlib.suppress(ZooKeeperError):
+            found = await zk.get_replica_assignment(TOPIC)
+            current = found[1].get(partition) if found is not None else None
+            if current is None or current.is_being_reassigned:
+                return
+            replicas = list(current.replicas)
+            outside = [b for b in sorted(self.cluster.brokers) if b not in replicas]
+            if outside:
+                replicas[rng.randrange(len(replicas))] = rng.choice(outside)
+            rng.shuffle(replicas)
+            self.log(f"reassign partition {partition}: {list(current.replicas)} -> {replicas}")
+            await zk.create_partition_reassignment({TopicPartition(TOPIC, partition): replicas})
 
     async def kill(self, broker_id: int, *, power_loss: bool = False) -> None:
         """A crash (disk kept); with `power_loss`, what was not fsynced is lost too, any
@@ -835,11 +868,18 @@ class Simulation:
         self.log("converged")
 
     async def read_assignment(self) -> None:
+        """The topic's assignment once no reassignment is in progress (a reassignment the
+        faults started completes once its new replicas catch up)."""
         zk = KafkaZkClient(self.cluster.zk, clock=self.cluster.clock)
-        found = await zk.get_replica_assignment(TOPIC)
-        if found is None:
-            raise InvariantViolation(f"topic {TOPIC} has no assignment after its creation")
-        _topic_id, assignment = found
+        with trio.fail_after(self.config.settle_seconds):
+            while True:
+                found = await zk.get_replica_assignment(TOPIC)
+                if found is None:
+                    raise InvariantViolation(f"topic {TOPIC} has no assignment after its creation")
+                _topic_id, assignment = found
+                if not any(a.is_being_reassigned for a in assignment.values()):
+                    break
+                await trio.sleep(0.5)
         self.assignment = {p: tuple(a.replicas) for p, a in sorted(assignment.items())}
         self.log(f"assignment: {self.assignment}")
 

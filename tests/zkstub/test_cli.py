@@ -4,7 +4,7 @@ import pytest
 
 import transport
 import zkstub
-from zkstub._cli import format_stat, parse_args, shell
+from zkstub.cli import format_stat, parse_args, shell
 
 
 def test_stat_prints_like_zkcli():

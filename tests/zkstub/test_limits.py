@@ -355,7 +355,7 @@ async def test_children_whose_names_pass_jute_maxbuffer_fail_the_read_with_its_n
 
 
 def test_serve_takes_the_limits_as_flags_and_refuses_bad_values(capsys):
-    from zkstub._cli import parse_args
+    from zkstub.cli import parse_args
 
     args = parse_args(["serve", "--max-client-cnxns", "0", "--jute-maxbuffer", "4096"])
     assert (args.max_client_cnxns, args.jute_maxbuffer, args.sessionless_timeout) == (0, 4096, 10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -62,6 +63,8 @@ class BrokerProcess:
 class KafkaCluster:
     brokers: dict[int, BrokerProcess]
     zookeeper: subprocess.Popen
+    # How the helpers here reach brokers whose listeners are SSL (None: plain TCP).
+    ssl_context: ssl.SSLContext | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -77,7 +80,16 @@ class KafkaCluster:
         self.zookeeper.wait(timeout=30)
 
 
-def start_cluster(root: Path, broker_count: int = 3) -> KafkaCluster:
+def start_cluster(
+    root: Path,
+    broker_count: int = 3,
+    *,
+    listener: str = "PLAINTEXT",
+    extra_config: str = "",
+    ssl_context: ssl.SSLContext | None = None,
+) -> KafkaCluster:
+    """`listener` names the brokers' one listener (an SSL one needs its `ssl.*` settings in
+    `extra_config`, server.properties lines, and `ssl_context` for the helpers here)."""
     zookeeper = subprocess.Popen(
         [sys.executable, "-m", "zkstub", "serve", "--host", "127.0.0.1", "--port", "0"],
         stdout=subprocess.PIPE,
@@ -88,23 +100,23 @@ def start_cluster(root: Path, broker_count: int = 3) -> KafkaCluster:
         config = root / f"server-{broker_id}.properties"
         config.write_text(
             f"broker.id={broker_id}\n"
-            "listeners=PLAINTEXT://127.0.0.1:0\n"
+            f"listeners={listener}://127.0.0.1:0\n"
             f"log.dirs={root / f'broker-{broker_id}'}\n"
             f"zookeeper.connect={zk_address}\n"
             f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}\n"
             "controlled.shutdown.retry.backoff.ms=200\n"
             # As Kafka's own test and development set-ups: the first rebalance of a new
             # group is not held back three seconds for more members.
-            "group.initial.rebalance.delay.ms=0\n"
+            "group.initial.rebalance.delay.ms=0\n" + extra_config
         )
         brokers[broker_id] = BrokerProcess(broker_id, config)
-    cluster = KafkaCluster(brokers, zookeeper)
+    cluster = KafkaCluster(brokers, zookeeper, ssl_context)
     try:
         for broker in brokers.values():
             broker.start()
         for broker in brokers.values():
             wait_for(
-                lambda broker=broker: _knows_the_cluster(broker.address, set(brokers)),
+                lambda broker=broker: _knows_the_cluster(broker.address, set(brokers), ssl_context),
                 f"broker {broker.broker_id}'s metadata to name every broker and a controller",
             )
     except BaseException:
@@ -113,14 +125,15 @@ def start_cluster(root: Path, broker_count: int = 3) -> KafkaCluster:
     return cluster
 
 
-def _knows_the_cluster(address: str, broker_ids: set[int]) -> bool:
+def _knows_the_cluster(
+    address: str, broker_ids: set[int], ssl_context: ssl.SSLContext | None = None
+) -> bool:
     """Whether a Metadata request to `address` (Kafka's protocol) names every broker and a
     controller: a broker listens before the controller has told it who the others are, and
     a client's first metadata may come from any broker."""
     from kcore.protocol import kafka as codec
 
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with _connect(address, ssl_context) as sock:
         sock.sendall(codec.encode_request(3, 1, 1, "interop-setup", {"topics": []}))
         (size,) = struct.unpack(">i", _receive(sock, 4))
         _, metadata = codec.decode_response(3, 1, _receive(sock, size))
@@ -128,13 +141,20 @@ def _knows_the_cluster(address: str, broker_ids: set[int]) -> bool:
     return known == broker_ids and metadata["controller_id"] in broker_ids
 
 
-def _metadata(address: str, topics: list[str]) -> dict:
+def _connect(address: str, ssl_context: ssl.SSLContext | None) -> socket.socket:
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    if ssl_context is None:
+        return sock
+    return ssl_context.wrap_socket(sock, server_hostname=host)
+
+
+def _metadata(address: str, topics: list[str], ssl_context: ssl.SSLContext | None = None) -> dict:
     """A Metadata v1 answer of the broker at `address` (Kafka's protocol) for `topics`."""
     from kcore.protocol import kafka as codec
 
-    host, port = address.rsplit(":", 1)
     asked = {"topics": [{"name": t} for t in topics]}
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with _connect(address, ssl_context) as sock:
         sock.sendall(codec.encode_request(3, 1, 1, "interop-setup", asked))
         (size,) = struct.unpack(">i", _receive(sock, 4))
         _, metadata = codec.decode_response(3, 1, _receive(sock, size))
@@ -150,7 +170,7 @@ def wait_until_every_broker_knows(cluster: KafkaCluster, topic: str, partitions:
         for broker in cluster.brokers.values():
             if broker.process is None or broker.process.poll() is not None:
                 continue
-            (described,) = _metadata(broker.address, [topic])["topics"]
+            (described,) = _metadata(broker.address, [topic], cluster.ssl_context)["topics"]
             leaders = [p["leader_id"] for p in described["partitions"]]
             if described["error_code"] or len(leaders) != partitions or min(leaders) < 0:
                 return False

@@ -74,7 +74,7 @@ async def test_api_versions_tells_the_truth_and_bad_versions_are_answered(cluste
         served[0][1] == 9 and served[1][1] >= 11 and served[3][1] == 12
     )  # Produce, Fetch, Metadata
     assert served[11][1] == 9 and served[14][1] == 5  # JoinGroup, SyncGroup: groups work
-    assert 45 not in served  # AlterPartitionReassignments: no reassignment yet, not advertised
+    assert served[45] == (0, 0) and served[46] == (0, 0)  # Alter / ListPartitionReassignments
     # ApiVersions at a version the broker cannot read: a v0 answer with the list (KIP-511).
     await client.send_frame(_raw_request(18, 99, 7))
     correlation_id, answer = codec.decode_response(18, 0, await client.read_frame())
