@@ -14,6 +14,7 @@ import contextlib
 import importlib
 import importlib.util
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -50,6 +51,20 @@ def real_zookeeper(require_external):
             yield runner
         finally:
             runner.stop()
+
+
+ZKCLI = Path("/usr/share/zookeeper/bin/zkCli.sh")
+
+
+@pytest.fixture
+def zkcli(require_external) -> Path:
+    """Debian's zkCli.sh, and the Java and ZooKeeper jars it runs on."""
+    require_external("zkCli.sh", ZKCLI.exists(), "apt-get install zookeeper")
+    require_external("java", shutil.which("java") is not None, "apt-get install default-jre")
+    testing = _testing_module()
+    has_jars = testing is not None and testing.find_zookeeper_classpath() is not None
+    require_external("ZooKeeper's jars", has_jars, "apt-get install zookeeper")
+    return ZKCLI
 
 
 @pytest.fixture(params=TARGETS)

@@ -4,7 +4,6 @@ against a fresh real ZooKeeper and a fresh zkstub server: the two transcripts mu
 
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -65,14 +64,6 @@ def transcript(server: str) -> list[str]:
     text = TIMES.sub(r"\1 = (time)", done.stdout + done.stderr)
     lines = [SESSION.sub("ephemeralOwner = (session)", line) for line in text.splitlines()]
     return sorted(line for line in lines if not NOISE.match(line))
-
-
-@pytest.fixture
-def zkcli(require_external):
-    require_external("zkCli.sh", ZKCLI.exists(), "apt-get install zookeeper")
-    require_external("java", shutil.which("java") is not None, "apt-get install default-jre")
-    has_jars = testing.find_zookeeper_classpath() is not None
-    require_external("ZooKeeper's jars", has_jars, "apt-get install zookeeper")
 
 
 @pytest.mark.zookeeper

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,7 +15,6 @@ import pytest
 import trio
 
 import zkstub
-import zkstub.testing as testing
 from zkstub.cli import ZkCli
 
 ZKCLI = Path("/usr/share/zookeeper/bin/zkCli.sh")
@@ -92,14 +90,6 @@ async def our_transcript(server: str) -> str:
     shell = ZkCli(server, 30.0, out=out, err=err)
     await shell.run_lines(read_line)
     return out.getvalue() + err.getvalue()
-
-
-@pytest.fixture
-def zkcli(require_external):
-    require_external("zkCli.sh", ZKCLI.exists(), "apt-get install zookeeper")
-    require_external("java", shutil.which("java") is not None, "apt-get install default-jre")
-    has_jars = testing.find_zookeeper_classpath() is not None
-    require_external("ZooKeeper's jars", has_jars, "apt-get install zookeeper")
 
 
 @pytest.mark.zookeeper
