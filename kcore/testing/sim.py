@@ -122,7 +122,7 @@ EXPECTED_UNDER_FAULTS = (
     ),
     ExpectedLog(
         "kcore.client.",
-        rf"metadata refresh failed: .*({_UNREACHABLE})",
+        rf"metadata refresh (for the assignment )?failed: .*({_UNREACHABLE})",
         "a metadata refresh while the brokers it knows are down",
     ),
     ExpectedLog(
@@ -155,6 +155,11 @@ EXPECTED_UNDER_FAULTS = (
         # 11 STALE_CONTROLLER_EPOCH, 77 STALE_BROKER_EPOCH
         r"refuses (UpdateMetadata|LeaderAndIsr) from controller \d+ epoch \d+ \(error (11|77)\)",
         "a request from a deposed controller, or for an expired broker session",
+    ),
+    ExpectedLog(
+        "kcore.server.apis",
+        r"^Number of alive brokers '\d+' does not meet the required replication factor",
+        "a group's first FindCoordinator while brokers are down (the offsets topic waits)",
     ),
     ExpectedLog(
         "kcore.coordinator.group",
