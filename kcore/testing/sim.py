@@ -327,6 +327,8 @@ class Simulation:
     # the reassignments the faults started are complete).
     assignment: dict[int, tuple[int, ...]] = attrs.field(factory=dict)
     _last_seen: dict[str, tuple] = attrs.field(factory=dict)
+    # The highest leader epoch of the group's offsets partition seen so far (`coordinator`).
+    _coordinator_epoch: int = -1
     # The consumer group (with config.group_consumers): its members, what they consumed
     # and committed, and what OffsetFetch said was committed.
     members: list[GroupMemberSlot] = attrs.field(factory=list)
@@ -525,8 +527,22 @@ class Simulation:
         return max(leaders)[1] if leaders else None
 
     def coordinator(self) -> int | None:
-        """The broker leading the group's `__consumer_offsets` partition (its coordinator)."""
-        return self.leader_of(partition_for(GROUP_ID, OFFSETS_PARTITIONS), OFFSETS_TOPIC)
+        """The broker leading the group's `__consumer_offsets` partition (its coordinator):
+        None while the only brokers that believe they lead it are at an older leader epoch
+        than one seen before (deposed, not told yet: the new leader is down)."""
+        tp = TopicPartition(OFFSETS_TOPIC, partition_for(GROUP_ID, OFFSETS_PARTITIONS))
+        leaders = [
+            (replica.leader_epoch, broker_id)
+            for broker_id, broker in self.cluster.brokers.items()
+            if broker.replica_manager is not None
+            and (replica := broker.replica_manager.partition(tp)) is not None
+            and replica.is_leader
+        ]
+        if not leaders:
+            return None
+        epoch, broker_id = max(leaders)
+        self._coordinator_epoch = max(self._coordinator_epoch, epoch)
+        return broker_id if epoch == self._coordinator_epoch else None
 
     async def partition_state(self, partition: int) -> LeaderAndIsr | None:
         """The partition's leader, ISR and epoch as the controller last wrote them to
