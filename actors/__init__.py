@@ -9,20 +9,25 @@ from actors._event_manager import (
     QueuedEvent,
 )
 from actors._metrics import (
-    DEFAULT_MS_BUCKETS,
+    KAFKA_PERCENTILES,
     Counter,
+    ExponentiallyDecayingReservoir,
     Gauge,
     Histogram,
+    Metric,
+    MetricName,
     MetricsRegistry,
     Timer,
     metric_name,
+    parse_metric_name,
+    quantile,
 )
 from actors._nursery import open_background_nursery
 from actors._supervisor import RestartIntensityError, Supervisor, open_supervisor
 
 __all__ = [
-    "DEFAULT_MS_BUCKETS",
     "DEFAULT_QUEUE_TIME_RESET_AFTER",
+    "KAFKA_PERCENTILES",
     "Actor",
     "ActorStoppedError",
     "AskTimeoutError",
@@ -30,8 +35,11 @@ __all__ = [
     "EventManager",
     "EventPreemptedError",
     "EventProcessor",
+    "ExponentiallyDecayingReservoir",
     "Gauge",
     "Histogram",
+    "Metric",
+    "MetricName",
     "MetricsRegistry",
     "QueuedEvent",
     "RestartIntensityError",
@@ -40,4 +48,6 @@ __all__ = [
     "metric_name",
     "open_background_nursery",
     "open_supervisor",
+    "parse_metric_name",
+    "quantile",
 ]

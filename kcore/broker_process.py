@@ -45,6 +45,9 @@ async def run_broker(config: KafkaConfig, *, seed: int | None = None) -> None:
                 f"kcore broker {broker.broker_id} listening on {endpoint.host}:{endpoint.port}",
                 flush=True,
             )
+            if broker.http_address is not None:  # http.listener: where /metrics is
+                host, port = broker.http_address
+                print(f"kcore broker {broker.broker_id} http on {host}:{port}", flush=True)
             nursery.start_soon(_shutdown_on_signals, broker, signals, config)
 
 

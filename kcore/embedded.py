@@ -100,6 +100,11 @@ class EmbeddedBroker:
         """`"host:port"` of its first listener, for a client's bootstrap servers."""
         return _address(self.endpoints[0])
 
+    @property
+    def http_address(self) -> tuple[str, int] | None:
+        """(host, port) its `http.listener` serves /metrics on, as bound; None if unset."""
+        return self.server.http_address
+
 
 @contextlib.asynccontextmanager
 async def open_broker(
@@ -277,6 +282,15 @@ class Cluster:
     def bootstrap_servers(self) -> str:
         """The running brokers' addresses as `"host:port,host:port"`."""
         return ",".join(f"{host}:{port}" for host, port in self.bootstrap())
+
+    def http_addresses(self) -> dict[int, tuple[str, int]]:
+        """Where each running broker serves /metrics (those with an `http.listener`:
+        `broker_config={"http.listener": "http://127.0.0.1:0"}` gives each its own port)."""
+        return {
+            broker_id: b.http_address
+            for broker_id, b in sorted(self.brokers.items())
+            if b.http_address is not None
+        }
 
     def _client_args(self, kind: str) -> dict[str, Any]:
         self._clients += 1

@@ -791,7 +791,12 @@ class KafkaZkClient:
         retried across a lost connection or a session being replaced, as guessing the
         defaults instead could weaken min.insync.replicas. (Not for the controller: its
         session hook waits for the event that would be retrying here.)"""
-        path = zkdata.config_path("topics", topic)
+        return await self.read_entity_configs("topics", topic)
+
+    async def read_entity_configs(self, entity_type: str, entity_name: str) -> dict[str, str]:
+        """/config/<entity_type>/<entity_name> ({} when absent; Kafka's
+        AdminZkClient.fetchEntityConfig), retried as `read_topic_configs` is."""
+        path = zkdata.config_path(entity_type, entity_name)
         while True:
             try:
                 data, _ = await self.zk.get(path)
@@ -807,10 +812,18 @@ class KafkaZkClient:
         whole, then a change notification (/config/changes/config_change_N) that every
         broker's config listener processes. UnknownTopicOrPartitionError for a topic that
         does not exist."""
-        zk = self._single_attempt
-        if await zk.exists(zkdata.topic_path(topic)) is None:
+        if await self._single_attempt.exists(zkdata.topic_path(topic)) is None:
             raise errors.UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist")
-        path = zkdata.config_path("topics", topic)
+        await self.change_entity_configs("topics", topic, configs)
+
+    async def change_entity_configs(
+        self, entity_type: str, entity_name: str, configs: Mapping[str, str]
+    ) -> None:
+        """Kafka's AdminZkClient.changeEntityConfig: /config/<entity_type>/<entity_name>
+        replaced as a whole, then the change notification naming it (`brokers/<default>`,
+        `brokers/1`, `topics/T`)."""
+        zk = self._single_attempt
+        path = zkdata.config_path(entity_type, entity_name)
         data = zkdata.encode_config(dict(configs))
         try:
             await zk.set(path, data)
@@ -818,7 +831,7 @@ class KafkaZkClient:
             await zk.create(path, data, make_parents=True)
         await zk.create(
             f"{zkdata.CONFIG_CHANGES}/{zkdata.CONFIG_CHANGE_PREFIX}",
-            zkdata.encode_config_change(f"topics/{topic}"),
+            zkdata.encode_config_change(f"{entity_type}/{entity_name}"),
             sequence=True,
             make_parents=True,
         )

@@ -494,27 +494,26 @@ class Admin:
     # -- configs -------------------------------------------------------------------------
 
     async def describe_configs(
-        self, topic: str | None = None, *, broker: int | None = None, timeout: float = 30.0
+        self,
+        topic: str | None = None,
+        *,
+        broker: int | str | None = None,
+        timeout: float = 30.0,
     ) -> dict[str, ConfigEntry]:
         """Every config of a topic (asked of any broker) or of a broker (asked of that
         broker), by name: its value as Kafka prints it (None when sensitive) and its source
         (`ConfigSourceCode.DYNAMIC_TOPIC_CONFIG` for a topic's own override,
-        `STATIC_BROKER_CONFIG`, `DEFAULT_CONFIG`). Raises `UnknownTopicOrPartitionError` for
-        a topic that does not exist, `BrokerNotAvailableError` for a broker not in the
-        cluster."""
-        if (topic is None) == (broker is None):
-            raise TypeError("describe_configs takes a topic or broker=<id>, one of the two")
-        if topic is not None:
-            resource = ConfigResource(TOPIC_RESOURCE, topic)
-            what = f"topic {topic!r}"
-        else:
-            resource = ConfigResource(BROKER_RESOURCE, str(broker))
-            what = f"broker {broker}"
+        `DYNAMIC_BROKER_CONFIG` / `DYNAMIC_DEFAULT_BROKER_CONFIG` for a broker's dynamic
+        config or the cluster-wide one, `STATIC_BROKER_CONFIG`, `DEFAULT_CONFIG`).
+        `broker=""` (Kafka's resource name for it) gives the cluster-wide dynamic broker
+        defaults. Raises `UnknownTopicOrPartitionError` for a topic that does not exist,
+        `BrokerNotAvailableError` for a broker not in the cluster."""
+        resource_type, resource_name, node_id, what = _config_resource(topic, broker)
         result = await self._ask_about_resource(
             ApiKey.DESCRIBE_CONFIGS,
-            DescribeConfigsRequest((resource,)),
+            DescribeConfigsRequest((ConfigResource(resource_type, resource_name),)),
             DescribeConfigsResponse,
-            broker=broker,
+            broker=node_id,
             topic=topic,
             what=what,
             timeout=timeout,
@@ -523,32 +522,37 @@ class Admin:
 
     async def alter_configs(
         self,
-        topic: str,
+        topic: str | None = None,
         *,
+        broker: int | str | None = None,
         set: Mapping[str, str] | None = None,  # Kafka's SET (shadows the builtin here)
         delete: Iterable[str] = (),
         timeout: float = 30.0,
     ) -> None:
-        """Changes a topic's dynamic configs (IncrementalAlterConfigs, asked of any broker):
-        `set` overrides configs, `delete` removes overrides (back to the broker's setting or
-        Kafka's default). Every broker reloads the topic's config from ZooKeeper's change
-        notification shortly after this returns, as in Kafka. Raises
-        `InvalidConfigurationError` for an unknown config or a bad value (naming it),
-        `InvalidRequestError` for a config both set and deleted, and
-        `UnknownTopicOrPartitionError`."""
+        """Changes a topic's dynamic configs (asked of any broker), a broker's
+        (`broker=<id>`, asked of that broker) or the cluster-wide broker defaults
+        (`broker=""`, asked of any broker), with IncrementalAlterConfigs: `set` sets
+        configs, `delete` removes them (back to the broker's setting, the cluster default,
+        server.properties or Kafka's default). Every broker applies the change from
+        ZooKeeper's change notification shortly after this returns, as in Kafka. Raises
+        `InvalidConfigurationError` for an unknown topic config or a bad value (naming it),
+        `InvalidRequestError` for a config both set and deleted or a broker config that
+        cannot be changed without a restart (Kafka's "Cannot update these configs
+        dynamically"), and `UnknownTopicOrPartitionError`."""
+        resource_type, resource_name, node_id, what = _config_resource(topic, broker)
         alterations = [
             AlterableConfig(str(name), AlterConfigOp.SET, str(value))
             for name, value in (set or {}).items()
         ]
         alterations += [AlterableConfig(str(name), AlterConfigOp.DELETE) for name in delete]
-        resource = AlterConfigsResource(TOPIC_RESOURCE, topic, tuple(alterations))
+        resource = AlterConfigsResource(resource_type, resource_name, tuple(alterations))
         await self._ask_about_resource(
             ApiKey.INCREMENTAL_ALTER_CONFIGS,
             IncrementalAlterConfigsRequest((resource,)),
             IncrementalAlterConfigsResponse,
-            broker=None,
+            broker=node_id,
             topic=topic,
-            what=f"topic {topic!r}",
+            what=what,
             timeout=timeout,
         )
 
@@ -960,6 +964,24 @@ def _raise_first(
         if result.error_code != 0 and result.error_code not in ignore:
             reason = result.error_message or errors.ERROR_NAMES.get(result.error_code)
             raise errors.error_for_code(result.error_code, f"topic {name!r}: {reason}")
+
+
+def _config_resource(
+    topic: str | None, broker: int | str | None
+) -> tuple[int, str, int | None, str]:
+    """A config request's resource type and name, the broker to ask (None: any) and how
+    errors name it, from `topic=` or `broker=` (an id, or "" for the cluster default)."""
+    if (topic is None) == (broker is None):
+        raise TypeError(
+            'a config request takes a topic or broker=<id> ("" for the cluster default), one '
+            "of the two"
+        )
+    if topic is not None:
+        return TOPIC_RESOURCE, topic, None, f"topic {topic!r}"
+    if broker == "":
+        return BROKER_RESOURCE, "", None, "the cluster-wide broker defaults"
+    node_id = int(broker)
+    return BROKER_RESOURCE, str(node_id), node_id, f"broker {node_id}"
 
 
 def _config_entry(described: DescribedConfig) -> ConfigEntry:

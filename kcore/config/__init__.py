@@ -14,17 +14,28 @@ from kcore.config._describe import (
     TOPIC_RESOURCE,
     ConfigEntry,
     ConfigSourceCode,
+    ConfigSynonym,
     ConfigTypeCode,
     describe_broker_config,
     describe_topic_config,
 )
-from kcore.config._dynamic import ConfigSource, DynamicConfigView, apply_dynamic
+from kcore.config._dynamic import (
+    BROKER_DEFAULT_ENTITY,
+    DYNAMIC_BROKER_CONFIGS,
+    ConfigSource,
+    DynamicConfigView,
+    apply_dynamic,
+    apply_incremental_broker_alterations,
+    check_dynamic_update,
+)
 from kcore.config._properties import parse_properties
 from kcore.config._topic import InvalidTopicConfigError, LogConfig, TopicConfig
 
 __all__ = [
+    "BROKER_DEFAULT_ENTITY",
     "BROKER_DEFINITIONS",
     "BROKER_RESOURCE",
+    "DYNAMIC_BROKER_CONFIGS",
     "TOPIC_RESOURCE",
     "AlterConfigOp",
     "ConfigDef",
@@ -32,6 +43,7 @@ __all__ = [
     "ConfigError",
     "ConfigSource",
     "ConfigSourceCode",
+    "ConfigSynonym",
     "ConfigTypeCode",
     "DynamicConfigView",
     "InvalidTopicConfigError",
@@ -41,6 +53,8 @@ __all__ = [
     "TopicConfig",
     "apply_dynamic",
     "apply_incremental_alterations",
+    "apply_incremental_broker_alterations",
+    "check_dynamic_update",
     "describe_broker_config",
     "describe_topic_config",
     "parse_properties",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pathlib
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -112,6 +113,9 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         # Kafka's default is -1 (unbounded); kcore bounds the bytes of requests in flight by
         # default, so pipelined large produces cannot grow a broker without limit.
         ConfigDef("queued.max.request.bytes", "long", 104857600, at_least=-1),
+        # kcore's own (Kafka's metrics leave through JMX and an exporter): where the broker
+        # serves Prometheus' GET /metrics, `http://host:port` (port 0: any); unset is off.
+        ConfigDef("http.listener", "string", None),
         ConfigDef(
             "security.inter.broker.protocol",
             "string",
@@ -182,6 +186,32 @@ def _check_log_cleaner(values: Mapping[str, Any]) -> None:
         )
 
 
+def parse_http_listener(url: str) -> tuple[str, int]:
+    """`http.listener`'s (host, port): `http://host:port`, an empty host for every
+    interface. ConfigError naming the setting for anything else."""
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"Invalid value {url!r} for configuration http.listener: {why}")
+
+    try:
+        split = urlsplit(url.strip())
+        port = split.port
+    except ValueError as error:
+        raise bad(str(error)) from None
+    if split.scheme != "http":
+        raise bad("expected http://host:port (only plain http is served)")
+    if port is None:
+        raise bad("no port (http://host:port; port 0 picks a free one)")
+    if split.path not in ("", "/") or split.query or split.fragment or split.username:
+        raise bad("expected http://host:port with nothing after the port")
+    return split.hostname or "", port
+
+
+def _check_http_listener(values: Mapping[str, Any]) -> None:
+    if values["http.listener"] is not None:
+        parse_http_listener(values["http.listener"])
+
+
 def _listener_override(key: str) -> ConfigDef | None:
     """Kafka's per-listener `listener.name.<listener>.ssl.*` settings: the definition of
     the ssl.* setting they override, under their own name."""
@@ -223,6 +253,7 @@ class KafkaConfig:
             raise ConfigError("Invalid value for configuration log.dirs: no log directory")
         _check_broker_id(values)
         _check_log_cleaner(values)
+        _check_http_listener(values)
         check_broker_settings(values)
         return cls(values, dict(settings))
 
@@ -246,6 +277,12 @@ class KafkaConfig:
             else:
                 millis = minutes * 60_000
         return -1 if millis < 0 else millis
+
+    @property
+    def http_listener_address(self) -> tuple[str, int] | None:
+        """Where to serve /metrics, (host, port) from http.listener; None when unset."""
+        url = self.values["http.listener"]
+        return None if url is None else parse_http_listener(url)
 
     @property
     def log_roll_time_ms(self) -> int:

@@ -24,7 +24,7 @@ from kcore.config import (
     ConfigEntry,
     TopicConfig,
     apply_incremental_alterations,
-    describe_broker_config,
+    apply_incremental_broker_alterations,
     describe_topic_config,
 )
 from kcore.controller.preferred_election import ElectionOutcome, ElectionType
@@ -85,12 +85,16 @@ from kcore.protocol.data import (
 )
 from kcore.server.control_requests import control_request_error
 from kcore.server.controller_epochs import ControllerEpochGate
+from kcore.server.dynamic_broker_config import (
+    DynamicBrokerConfig,
+    alter_broker_configs,
+    describe_broker_resource,
+)
 from kcore.topic_creation import NewTopic, PartitionAddition, plan_partition_addition, plan_topic
 from kcore.wire import WireError, from_wire, to_wire
 from kcore.zk_client import ZooKeeperError
 
 if TYPE_CHECKING:
-    from kcore.config import KafkaConfig
     from kcore.controller.controller import KafkaController
     from kcore.server.group_coordinator import GroupCoordinator
     from kcore.server.metadata_cache import MetadataCache
@@ -109,7 +113,9 @@ def decode_body(message_type: type, request: transport.Request) -> Any:
 
 @attrs.define(eq=False)
 class KafkaApis:
-    config: KafkaConfig
+    # The broker's config as it is now (a static KafkaConfig is taken as one with no
+    # dynamic layer).
+    config: DynamicBrokerConfig = attrs.field(converter=DynamicBrokerConfig.of)
     replica_manager: ReplicaManager
     metadata_cache: MetadataCache
     zk_client: KafkaZkClient
@@ -681,15 +687,9 @@ class KafkaApis:
             if not self.metadata_cache.partitions_of(name):
                 raise errors.UnknownTopicOrPartitionError(f"Topic '{name}' does not exist")
             overrides = await self.zk_client.read_topic_configs(name)
-            return describe_topic_config(overrides, self.config)
+            return describe_topic_config(overrides, self.config.view)
         if kind == BROKER_RESOURCE:
-            if name == "":
-                return []  # cluster-wide dynamic defaults: kcore has none yet
-            if name != str(self.broker_id):
-                raise errors.InvalidRequestError(
-                    f"broker {self.broker_id} describes its own configs, not broker {name!r}'s"
-                )
-            return describe_broker_config(self.config)
+            return describe_broker_resource(self.config, name)
         raise errors.InvalidRequestError(
             f"resource type {kind} is not supported (2 = topic, 4 = broker)"
         )
@@ -711,6 +711,18 @@ class KafkaApis:
             return
         await self.zk_client.change_topic_config(topic, new)
         logger.info("Changed the config of topic %s to %s", topic, new)
+
+    async def alter_broker_config(
+        self,
+        name: str,
+        new_configs: Callable[[dict[str, str]], dict[str, str]],
+        validate_only: bool,
+    ) -> None:
+        """Replaces a broker's dynamic configs ("": the cluster-wide default) by
+        `new_configs(current)` once they validate (`dynamic_broker_config`): every broker
+        applies them from the change notification. Raises the KafkaError an AlterConfigs
+        response carries."""
+        await alter_broker_configs(self.config, self.zk_client, name, new_configs, validate_only)
 
     async def handle_delete_topics(self, request: transport.Request) -> Any:
         """Marks topics for deletion under /admin/delete_topics (the controller deletes
@@ -813,12 +825,19 @@ class KafkaApis:
         validate_only: bool,
     ) -> None:
         """IncrementalAlterConfigs of one resource: `(name, op, value)` alterations (SET,
-        DELETE, APPEND, SUBTRACT) applied to a topic's overrides. Raises the KafkaError its
-        result carries; a broker resource is refused, as kcore's broker configs are static."""
+        DELETE, APPEND, SUBTRACT) applied to a topic's overrides or to a broker's dynamic
+        configs ("" for the cluster-wide default). Raises the KafkaError its result
+        carries."""
+        if kind == BROKER_RESOURCE:
+            await self.alter_broker_config(
+                name,
+                lambda current: apply_incremental_broker_alterations(current, alterations),
+                validate_only,
+            )
+            return
         if kind != TOPIC_RESOURCE:
             raise errors.InvalidRequestError(
-                f"resource type {kind} cannot be altered: kcore's dynamic configs are "
-                "topic configs (2); broker configs are static (server.properties)"
+                f"Unknown resource type {kind}: kcore alters topic (2) and broker (4) configs"
             )
         await self.alter_topic_config(
             name, lambda current: apply_incremental_alterations(current, alterations), validate_only

@@ -30,12 +30,14 @@ from kcore.common import Broker, EndPoint, TopicPartition
 from kcore.config._unsupported import security_protocols
 from kcore.controller.controller import KafkaController
 from kcore.coordinator.group import GroupConfig, GroupCoordinatorCore, uuid_member_ids
+from kcore.metrics import HttpListener, RequestMetrics, metrics_route, register_broker_metrics
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
 from kcore.security import BrokerTls, principal
 from kcore.server.apis import KafkaApis
 from kcore.server.config_changes import ConfigChangeListener
 from kcore.server.controlled_shutdown import movable_partitions
+from kcore.server.dynamic_broker_config import DynamicBrokerConfig, add_broker_reconfigurables
 from kcore.server.group_coordinator import GroupCoordinator
 from kcore.server.kafka_apis import KafkaProtocolApis
 from kcore.server.kafka_protocol import KafkaProtocol
@@ -98,7 +100,12 @@ class BrokerServer:
     cluster_id: str | None = attrs.field(default=None, init=False)
     broker_epoch: int = attrs.field(default=-1, init=False)
     endpoints: tuple[EndPoint, ...] = attrs.field(default=(), init=False)
+    # Where `http.listener` serves /metrics, as bound (None: not configured, or not yet).
+    http_address: tuple[str, int] | None = attrs.field(default=None, init=False)
     metadata_cache: MetadataCache = attrs.field(init=False)
+    # The config as it is now (`config` under the dynamic configs in ZooKeeper), which the
+    # broker's parts are given: read at start-up, then kept current.
+    dynamic_config: DynamicBrokerConfig = attrs.field(init=False)
     controller: KafkaController | None = attrs.field(default=None, init=False)
     replica_manager: ReplicaManager | None = attrs.field(default=None, init=False)
     zk_client: KafkaZkClient | None = attrs.field(default=None, init=False)
@@ -117,6 +124,7 @@ class BrokerServer:
 
     def __attrs_post_init__(self) -> None:
         self.metadata_cache = MetadataCache(self.config.broker_id)
+        self.dynamic_config = DynamicBrokerConfig(self.config)
         if self.node_name is None:
             self.node_name = f"broker-{self.config.broker_id}"
 
@@ -176,8 +184,11 @@ class BrokerServer:
         await zk_client.create_top_level_paths()
         self.cluster_id = await zk_client.get_or_create_cluster_id(generate_cluster_id(self.rng))
         self._check_log_dirs()
+        # Kafka's DynamicBrokerConfig.initialize: the dynamic configs count from the start.
+        config = self.dynamic_config = DynamicBrokerConfig(self.config)
+        await config.initialize(zk_client)
         replica_manager = self.replica_manager = ReplicaManager(
-            self.config,
+            config,
             self.broker_id,
             zk_client,
             LogManager(self.config.log_dirs, memory=self.log_storage),
@@ -187,8 +198,10 @@ class BrokerServer:
             wall_clock_ms=lambda: int(self.clock() * 1000),
             is_controller=lambda: self.controller is not None and self.controller.is_active,
             log_dir_failures=self.log_dir_failures,
+            metrics=self.metrics,
         )
         replica_manager.startup()
+        add_broker_reconfigurables(config, replica_manager)
         async with actors.open_supervisor(
             max_restarts=_CHILD_RESTARTS,
             within=_CHILD_RESTARTS_WITHIN,
@@ -199,6 +212,7 @@ class BrokerServer:
                 zk_client,
                 replica_manager.reload_topic_config,
                 wall_clock_ms=lambda: int(self.clock() * 1000),
+                on_broker_config_change=config.process_config_change,
             )
             await supervisor.start(config_changes.run, name="config-changes")
             self.endpoints = await self._start_listeners(supervisor, network)
@@ -212,7 +226,7 @@ class BrokerServer:
                 self.metrics,
                 request_timeout=self.config.controller_socket_timeout_ms / 1000,
                 on_broker_epoch=self._set_broker_epoch,
-                config=self.config,
+                config=config,
             )
             controller.broker_epoch = self.broker_epoch
             # Brokers talk to each other over their first listener (kcore.config refuses any
@@ -221,9 +235,18 @@ class BrokerServer:
             await supervisor.start(controller.run, name="controller")
             group_coordinator = self._group_coordinator(replica_manager)
             await supervisor.start(group_coordinator.run, name="group-coordinator")
+            register_broker_metrics(
+                self.metrics, replica_manager=replica_manager, zk_client=zk_client,
+                controller=controller, group_coordinator=group_coordinator.core,
+            )  # fmt: skip
+            if self.config.http_listener_address is not None:
+                http = HttpListener({"/metrics": metrics_route(self.metrics)}, self.node_name)
+                self.http_address = await supervisor.start(
+                    http.serve, *self.config.http_listener_address, name="http-listener"
+                )
             self._enable_request_processing(
                 KafkaApis(
-                    self.config,
+                    config,
                     replica_manager,
                     self.metadata_cache,
                     zk_client,
@@ -264,8 +287,10 @@ class BrokerServer:
         return coordinator
 
     def _enable_request_processing(self, apis: KafkaApis) -> None:
+        # Kafka's RequestMetrics, around the handlers of both protocols.
+        measured = RequestMetrics(self.metrics).instrument
         self._request_server = transport.RpcServer(
-            apis.handlers(),
+            measured(apis.handlers(), kafka_protocol=False),
             name=self.node_name,
             # Kafka's socket.request.max.bytes: a larger request closes its connection. The
             # transport holds responses to the same bound (Kafka does not), so it must stay
@@ -276,7 +301,9 @@ class BrokerServer:
             # this much (kcore's default bounds it; -1 is Kafka's unbounded default).
             max_queued_bytes=self.config.queued_max_request_bytes,
             # Every listener speaks Kafka's protocol too; a connection's first frame says which.
-            foreign_protocol=KafkaProtocol(KafkaProtocolApis(apis).handlers()),
+            foreign_protocol=KafkaProtocol(
+                measured(KafkaProtocolApis(apis).handlers(), kafka_protocol=True)
+            ),
             on_connect=self._identify_peer,
         )
         self._processing_requests.set()

@@ -2,7 +2,10 @@
 ZkNodeChangeNotificationListener): an admin who changes a topic's config writes the new
 overrides to /config/topics/T, then a sequential notification /config/changes/config_change_N
 naming `topics/T`; every broker processes each notification once, in order, and reloads that
-topic's config. Notifications older than 15 minutes are purged, as Kafka purges them.
+topic's config. Broker configs go the same way (`brokers/<default>` for the cluster-wide
+defaults, `brokers/1` for broker 1's own): each broker hands them to its dynamic config,
+which applies the default and its own (Kafka's BrokerConfigHandler). Notifications older
+than 15 minutes are purged, as Kafka purges them.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class ConfigChangeListener:
     zk_client: KafkaZkClient
     on_topic_config_change: Callable[[str], Awaitable[None]]
     wall_clock_ms: Callable[[], int]
+    # Called with the entity's name (`<default>`, or a broker id) of a broker config change.
+    on_broker_config_change: Callable[[str], Awaitable[None]] | None = None
     last_processed: int = -1
     _changed: trio.Event = attrs.field(factory=trio.Event, init=False)
 
@@ -87,6 +92,9 @@ class ConfigChangeListener:
         if entity_type == "topics" and name:
             logger.info("Processing config change notification for topic %s", name)
             await self.on_topic_config_change(name)
+        elif entity_type == "brokers" and name and self.on_broker_config_change is not None:
+            logger.info("Processing config change notification for brokers/%s", name)
+            await self.on_broker_config_change(name)
         else:
-            # Broker, user and client configs are not dynamic in kcore yet.
+            # User and client configs (quotas, SCRAM) are not dynamic in kcore yet.
             logger.info("Ignoring config change notification for %s", entity_path)

@@ -78,6 +78,9 @@ class PartitionFetchState:
     delayed_until: float = -math.inf
     # KIP-279's next question after a round that could not finish (see truncation).
     epoch_to_ask: int | None = None
+    # The leader's high watermark minus the fetch offset, at the last fetch (Kafka's
+    # FetcherLagMetrics, which ReplicaFetcherManager's MaxLag is the max of).
+    lag: int = 0
 
 
 class ReplicaAccess(Protocol):
@@ -395,6 +398,7 @@ class ReplicaFetcher:
         if records:
             state.fetch_offset = parse_header(split_batches(records)[-1][1]).next_offset
             self.replicas.on_follower_append(partition)
+        state.lag = max(0, answer.high_watermark - state.fetch_offset)
 
     async def _handle_out_of_range(
         self, client: transport.RpcClient, tp: TopicPartition, state: PartitionFetchState
@@ -570,6 +574,28 @@ class ReplicaFetcherManager:
         for key in sorted(self.fetchers):
             if not self.fetchers[key].partitions:
                 self._stop(key)
+
+    def resize_thread_pool(self, new_size: int) -> None:
+        """Kafka's resizeThreadPool (num.replica.fetchers changed at run time): every
+        partition leaves its fetcher and is added again under the new fetcher ids, from
+        the offset it had reached (truncating first, which finds nothing to cut); fetchers
+        left without partitions stop."""
+        if new_size == self.num_fetchers:
+            return
+        logger.info("Resizing fetcher thread pool size from %d to %d", self.num_fetchers, new_size)
+        self.num_fetchers = new_size
+        moved: dict[TopicPartition, InitialFetchState] = {}
+        for key in sorted(self.fetchers):
+            fetcher = self.fetchers[key]
+            for tp, state in sorted(fetcher.partitions.items()):
+                moved[tp] = InitialFetchState(
+                    fetcher.leader, state.current_leader_epoch, state.fetch_offset
+                )
+            fetcher.remove_partitions(list(fetcher.partitions))
+            if key[1] >= new_size:
+                self._stop(key)
+        self.add_fetcher_for_partitions(moved)
+        self.shutdown_idle_fetchers()
 
     def shutdown(self) -> None:
         for key in sorted(self.fetchers):

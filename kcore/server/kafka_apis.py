@@ -24,6 +24,7 @@ import transport
 from kcore import errors
 from kcore.common import ElectionType, TopicPartition
 from kcore.config import (
+    BROKER_RESOURCE,
     TOPIC_RESOURCE,
     ConfigSourceCode,
 )
@@ -623,6 +624,7 @@ class KafkaProtocolApis:
             keys = resource.get("configuration_keys")
             if keys is not None:
                 entries = [e for e in entries if e.name in set(keys)]
+            with_synonyms = body.get("include_synonyms", False)
             results.append(
                 {
                     "error_code": 0,
@@ -637,7 +639,12 @@ class KafkaProtocolApis:
                             "is_default": entry.source == ConfigSourceCode.DEFAULT_CONFIG,
                             "config_source": int(entry.source),
                             "is_sensitive": entry.is_sensitive,
-                            "synonyms": [],
+                            "synonyms": [
+                                {"name": s.name, "value": s.value, "source": int(s.source)}
+                                for s in entry.synonyms
+                            ]
+                            if with_synonyms
+                            else [],
                             "config_type": int(entry.config_type),
                             "documentation": None,
                         }
@@ -648,11 +655,26 @@ class KafkaProtocolApis:
         return {"throttle_time_ms": 0, "results": results}
 
     async def handle_alter_configs(self, request: transport.Request) -> dict:
-        """AlterConfigs: each topic's overrides replaced by the ones given."""
+        """AlterConfigs: each topic's overrides, or broker's dynamic configs, replaced by the
+        ones given."""
         body: dict = request.body  # type: ignore[assignment]
         validate_only = body.get("validate_only", False)
 
         async def alter(resource: dict) -> None:
+            if resource["resource_type"] == BROKER_RESOURCE:
+                # Kafka's ConfigAdminManager.preprocess checks, in its order.
+                given = {c["name"]: c["value"] for c in resource["configs"]}
+                if len(given) != len(resource["configs"]):
+                    raise errors.InvalidRequestError("Error due to duplicate config keys")
+                missing = [name for name, value in given.items() if value is None]
+                if missing:
+                    raise errors.InvalidRequestError(
+                        f"Null value not supported for : {', '.join(missing)}"
+                    )
+                await self.apis.alter_broker_config(
+                    resource["resource_name"], lambda _current: given, validate_only
+                )
+                return
             if resource["resource_type"] != TOPIC_RESOURCE:
                 # The same refusal as the incremental request's (KafkaApis).
                 await self.apis.incremental_alter_configs(
@@ -666,7 +688,8 @@ class KafkaProtocolApis:
         return await self._alter_each(body["resources"], alter)
 
     async def handle_incremental_alter_configs(self, request: transport.Request) -> dict:
-        """IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT on a topic's overrides."""
+        """IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT on a topic's overrides
+        or a broker's dynamic configs."""
         body: dict = request.body  # type: ignore[assignment]
 
         async def alter(resource: dict) -> None:

@@ -141,6 +141,7 @@ class LogCleaner:
     _in_progress: set[TopicPartition] = attrs.field(factory=set, init=False)
     _uncleanable: dict[TopicPartition, Any] = attrs.field(factory=dict, init=False)
     _throttler: Throttler = attrs.field(init=False)
+    _cleaners: trio.CancelScope | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._throttler = Throttler(self.settings.max_io_bytes_per_second)
@@ -151,12 +152,25 @@ class LogCleaner:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Reads the checkpoints, then runs the cleaners until cancelled."""
+        """Reads the checkpoints, then runs the cleaners until cancelled (`reconfigure`
+        starts them again)."""
         self.load_checkpoints()
-        async with trio.open_nursery() as nursery:
-            for _ in range(self.settings.threads):
-                nursery.start_soon(self._run_cleaner, compacted_replicas)
-            task_status.started()
+        task_status.started()
+        while True:
+            async with trio.open_nursery() as nursery:
+                self._cleaners = nursery.cancel_scope
+                for _ in range(self.settings.threads):
+                    nursery.start_soon(self._run_cleaner, compacted_replicas)
+
+    def reconfigure(self, settings: CleanerSettings) -> None:
+        """Kafka's LogCleaner.reconfigure (log.cleaner.* changed at run time): the cleaners
+        stop, abandoning a clean in progress as a shutdown does (its log stays as it was),
+        and start again with the new settings."""
+        logger.info("Reconfiguring the log cleaner: %s", settings)
+        self.settings = settings
+        self._throttler.rate = settings.max_io_bytes_per_second
+        if self._cleaners is not None:
+            self._cleaners.cancel()
 
     async def _run_cleaner(
         self, compacted_replicas: Callable[[], Mapping[TopicPartition, CompactedReplica]]

@@ -19,6 +19,7 @@ import trio
 
 from kcore import errors
 from kcore.common import TopicPartition
+from kcore.metrics import note_remote_time
 from kcore.protocol.data import (
     FetchPartitionResponse,
     FetchRequest,
@@ -61,12 +62,15 @@ class DelayedOperationPurgatory:
             keys = list(operation.keys)
             for key in keys:
                 self._watchers.setdefault(key, {})[watcher] = None
+            waiting_since = trio.current_time()
             try:
                 with trio.move_on_at(deadline):
                     await watcher.woken.wait()
                     continue
             finally:
                 self._unwatch(watcher, keys)
+                # The request's RemoteTimeMs (Kafka's time in purgatory).
+                note_remote_time(trio.current_time() - waiting_since)
             operation.on_expiration()
             return False
         return True
@@ -87,6 +91,16 @@ class DelayedOperationPurgatory:
     def watched(self, key: TopicPartition) -> int:
         """How many operations wait on `key` (Kafka's purgatory size, per key)."""
         return len(self._watchers.get(key, ()))
+
+    @property
+    def watched_count(self) -> int:
+        """Kafka's PurgatorySize: the watch entries, an operation once per key it waits on."""
+        return sum(len(watchers) for watchers in self._watchers.values())
+
+    @property
+    def delayed_count(self) -> int:
+        """Kafka's NumDelayedOperations: the operations waiting."""
+        return len({watcher for watchers in self._watchers.values() for watcher in watchers})
 
 
 @attrs.define(eq=False)

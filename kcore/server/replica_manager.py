@@ -38,6 +38,7 @@ from kcore.log import (
     split_batches,
     with_log_append_time,
 )
+from kcore.metrics import BrokerTopicStats, IsrChangeMeters
 from kcore.protocol.control import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -177,6 +178,7 @@ class ReplicaManager:
     wall_clock_ms: Callable[[], int]  # record timestamps and segment roll
     is_controller: Callable[[], bool] = lambda: False
     log_dir_failures: LogDirFailureChannel = attrs.field(kw_only=True)
+    metrics: actors.MetricsRegistry = attrs.field(factory=actors.MetricsRegistry, kw_only=True)
 
     partitions: dict[TopicPartition, Partition] = attrs.field(factory=dict, init=False)
     controller_epoch: int = attrs.field(default=-1, init=False)
@@ -201,6 +203,10 @@ class ReplicaManager:
         Callable[[dict[TopicPartition, int], list[TopicPartition]], None]
     ] = attrs.field(factory=list, init=False)
     _topic_configs: dict[str, TopicConfig] = attrs.field(factory=dict, init=False)
+    # Each cached config's own overrides, to rebuild it over new broker defaults.
+    _topic_overrides: dict[str, dict[str, str]] = attrs.field(factory=dict, init=False)
+    # The log cleaner, once `run` started it (log.cleaner.enable).
+    log_cleaner: LogCleaner | None = attrs.field(default=None, init=False)
     _state_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     # ISR proposals for the ISR-write task (a write must not hold up the fetch or the loop
     # that proposed it).
@@ -210,9 +216,14 @@ class ReplicaManager:
     )
     _shutting_down: bool = attrs.field(default=False, init=False)
     _in_controlled_shutdown: bool = attrs.field(default=False, init=False)
+    # Kafka's BrokerTopicMetrics and ISR meters (kcore.metrics), counted as requests pass.
+    topic_stats: BrokerTopicStats = attrs.field(init=False)
+    isr_meters: IsrChangeMeters = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         config = self.config
+        self.topic_stats = BrokerTopicStats(self.metrics)
+        self.isr_meters = IsrChangeMeters(self.metrics)
         self.fetcher_manager = ReplicaFetcherManager(
             self,
             self.network,
@@ -272,7 +283,7 @@ class ReplicaManager:
                 name="log-retention",
             )
             if config.log_cleaner_enable:
-                cleaner = LogCleaner(
+                cleaner = self.log_cleaner = LogCleaner(
                     self.log_manager,
                     CleanerSettings.from_config(config),
                     self.wall_clock_ms,
@@ -322,6 +333,11 @@ class ReplicaManager:
             if (config := self._topic_configs[tp.topic]).compact
         }
 
+    def min_insync_replicas(self, topic: str) -> int:
+        """min.insync.replicas of a hosted topic, as its partitions were created with."""
+        config = self._topic_configs.get(topic)
+        return config.min_insync_replicas if config else self.config.min_insync_replicas
+
     def _complete_delayed_requests(self, tp: TopicPartition) -> None:
         """`tp` moved (its log end, HW or leadership): waiting produces and fetches check."""
         self.produce_purgatory.check_and_complete(tp)
@@ -334,13 +350,35 @@ class ReplicaManager:
         config = self._topic_configs.get(topic)
         if config is None or refresh:
             overrides = await self.zk_client.read_topic_configs(topic)
-            try:
-                config = TopicConfig.from_dict(overrides, self.config)
-            except InvalidTopicConfigError as error:
-                logger.error("Ignoring invalid config of topic %s: %s", topic, error)
-                config = TopicConfig.from_dict({}, self.config)
-            self._topic_configs[topic] = config
+            self._topic_overrides[topic] = overrides
+            config = self._topic_configs[topic] = self._topic_config_from(topic, overrides)
         return config
+
+    def _topic_config_from(self, topic: str, overrides: dict[str, str]) -> TopicConfig:
+        """The topic's overrides over the broker's current defaults."""
+        try:
+            return TopicConfig.from_dict(overrides, self.config)
+        except InvalidTopicConfigError as error:
+            logger.error("Ignoring invalid config of topic %s: %s", topic, error)
+            return TopicConfig.from_dict({}, self.config)
+
+    def reconfigure_log_defaults(self) -> None:
+        """The broker's log.* defaults changed (a dynamic broker config; Kafka's
+        DynamicLogConfig.updateLogsConfig): every topic config is rebuilt from its own
+        overrides over the new defaults, and the hosted logs take their new segment and
+        flush settings; retention, min.insync.replicas and the cleaner read the rebuilt
+        configs where they use them."""
+        for topic in sorted(self._topic_configs):
+            overrides = self._topic_overrides.get(topic, {})
+            self._topic_configs[topic] = self._topic_config_from(topic, overrides)
+        for tp in sorted(self.partitions):
+            try:
+                with self.handling_log_io_errors(tp, "reconfigure"):
+                    self.log_manager.get_or_create_log(
+                        tp, self._topic_configs[tp.topic], self.log_dir_failures
+                    )
+            except errors.KafkaStorageError as error:
+                logger.error("Reconfiguring the log of %s failed: %s", tp, error)
 
     async def reload_topic_config(self, topic: str) -> None:
         """`topic`'s config changed (an admin's AlterConfigs): read it again, and give its
@@ -540,6 +578,10 @@ class ReplicaManager:
                     except errors.KafkaStorageError:
                         not_deleted.add((tp.topic, tp.partition))
                 self._complete_delayed_requests(tp)
+            # A topic with no partition left here loses its BrokerTopicMetrics, as in Kafka.
+            deleted = {tp.topic for tp, delete in stopped if delete}
+            for topic in sorted(deleted - {tp.topic for tp in self.partitions}):
+                self.topic_stats.remove_topic(topic)
             self.fetcher_manager.shutdown_idle_fetchers()
             self._tell_leadership({}, sorted(tp for tp, _ in stopped))
             return StopReplicaResponse(
@@ -573,7 +615,9 @@ class ReplicaManager:
                 answers[tp] = ProducePartitionResponse(
                     tp.topic, tp.partition, code, error_message=str(error)
                 )
+                self.topic_stats.record_append(tp.topic, code, len(data.records))
                 continue
+            self.topic_stats.record_append(tp.topic, 0, len(data.records), last - first + 1)
             answers[tp] = ProducePartitionResponse(
                 tp.topic, tp.partition, 0, first, log_append_time, partition.log_start_offset
             )
@@ -584,6 +628,7 @@ class ReplicaManager:
             delayed = DelayedProduce(awaiting, answers, self.partitions.get)
             deadline = trio.current_time() + request.timeout_ms / 1000
             await self.produce_purgatory.try_complete_else_watch(delayed, deadline)
+        self.topic_stats.record_produce_response(answer.error_code for answer in answers.values())
         return ProduceResponse(tuple(answers[tp] for tp in answers))
 
     async def _append_to_leader(
@@ -625,6 +670,7 @@ class ReplicaManager:
         deadline = trio.current_time() + request.max_wait_ms / 1000
         await self.fetch_purgatory.try_complete_else_watch(delayed, deadline)
         assert delayed.response is not None
+        self.topic_stats.record_fetch(request.replica_id >= 0, delayed.response.partitions)
         return delayed.response
 
     def _read(self, request: FetchRequest) -> FetchRead:
@@ -775,7 +821,11 @@ class ReplicaManager:
         except ZooKeeperError as error:
             logger.warning("Failed to write the ISR of %s: %r", proposal.tp, error)
             version = None
+        isr_before = len(partition.isr)
+        if version is None:
+            self.isr_meters.record(isr_before, None)
         if partition.complete_isr_change(proposal, version):
+            self.isr_meters.record(isr_before, len(proposal.isr))
             state_change_logger.info(
                 "ISR of %s updated to %s with partition epoch %d",
                 proposal.tp,

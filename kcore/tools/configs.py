@@ -6,13 +6,16 @@ brokers, over kcore's Admin.
         --add-config min.insync.replicas=2,retention.ms=3600000 --delete-config segment.ms
     kcore configs --bootstrap-server HOST:PORT --entity-type brokers --entity-name 1 \\
         --describe --all
+    kcore configs --bootstrap-server HOST:PORT --entity-type brokers --entity-default \\
+        --alter --add-config log.retention.ms=3600000
 
 It prints what Kafka 3.5 prints (`Dynamic configs for topic T are:`, then one
 `  name=value sensitive=false synonyms={SOURCE:name=value}` line per config;
-`Completed updating config for topic T.`). kcore's broker configs are static
-(server.properties): a broker has no dynamic configs, `--all` shows every setting, and
-altering a broker is refused. Synonyms name the value's own source only: kcore's
-DescribeConfigs does not list the broker settings a topic config falls back to.
+`Completed updating config for topic T.`, `Completed updating config for broker 1.`,
+`Completed updating default config for brokers in the cluster.`). A broker's dynamic
+configs are its own (`--entity-name ID`) and the cluster-wide defaults
+(`--entity-default`); `--all` shows every setting of a broker. Synonyms name the value's own
+source only: kcore's Admin does not carry the synonyms DescribeConfigs lists.
 """
 
 from __future__ import annotations
@@ -37,12 +40,18 @@ _DYNAMIC_SOURCES = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_server(parser)
     parser.add_argument("--entity-type", required=True, choices=sorted(_DYNAMIC_SOURCES))
-    parser.add_argument(
+    entity = parser.add_mutually_exclusive_group()
+    entity.add_argument(
         "--entity-name", help="the topic's name or the broker's id (all of them when absent)"
+    )
+    entity.add_argument(
+        "--entity-default",
+        action="store_true",
+        help="the cluster-wide default of the brokers' dynamic configs",
     )
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true", help="list the entity's configs")
-    actions.add_argument("--alter", action="store_true", help="alter a topic's configs")
+    actions.add_argument("--alter", action="store_true", help="alter the entity's configs")
     parser.add_argument(
         "--add-config", metavar="K=V,K=[V1,V2]", help="configs to set, with --alter"
     )
@@ -57,8 +66,15 @@ def check(args: argparse.Namespace) -> None:
         raise UsageError("--add-config and --delete-config go with --alter")
     if args.all and not args.describe:
         raise UsageError("--all goes with --describe")
-    if args.alter and args.entity_name is None:
-        raise UsageError("an entity name must be specified with --alter")
+    if args.entity_default and args.entity_type != "brokers":
+        raise UsageError("--entity-default applies to brokers")
+    if args.alter and args.entity_name is None and not args.entity_default:
+        if args.entity_type == "brokers":
+            raise UsageError(
+                "an entity-name or default entity must be specified with --alter of users, "
+                "clients, brokers or ips"
+            )
+        raise UsageError(f"an entity name must be specified with --alter of {args.entity_type}")
     if args.alter and args.add_config is None and args.delete_config is None:
         raise UsageError("at least one of --add-config or --delete-config must be specified")
     if args.entity_type == "brokers" and args.entity_name is not None:
@@ -70,45 +86,52 @@ def check(args: argparse.Namespace) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    if args.alter and args.entity_type == "brokers":
-        raise ToolError(
-            "broker configs cannot be altered: kcore's broker configs are static "
-            "(server.properties); only topic configs are dynamic"
-        )
     async with Admin(args.bootstrap_server, client_id="kcore-configs") as admin:
         if args.alter:
-            await _alter_topic(admin, args)
+            await _alter(admin, args)
         elif args.entity_type == "topics":
             names = [args.entity_name] if args.entity_name else await admin.list_topics()
             for name in names:
                 entries = await admin.describe_configs(name)
                 print("\n".join(describe_lines("topics", name, entries, args.all)))
         else:
-            if args.entity_name is not None:
-                broker_ids = [int(args.entity_name)]
+            if args.entity_default:
+                brokers = [""]
+            elif args.entity_name is not None:
+                brokers = [str(int(args.entity_name))]
             else:
-                broker_ids = [b.node_id for b in (await admin.describe_cluster()).brokers]
-            for broker_id in broker_ids:
-                entries = await admin.describe_configs(broker=broker_id)
-                print("\n".join(describe_lines("brokers", str(broker_id), entries, args.all)))
-            if args.entity_name is None:
-                # Kafka ends with the cluster-wide dynamic defaults: kcore has none.
-                print("Default configs for brokers in the cluster are:")
+                # Kafka's: every broker, then the cluster-wide defaults.
+                cluster = await admin.describe_cluster()
+                brokers = [*(str(b.node_id) for b in cluster.brokers), ""]
+            for broker in brokers:
+                entries = await admin.describe_configs(broker=broker)
+                print("\n".join(describe_lines("brokers", broker, entries, args.all)))
     return 0
 
 
-async def _alter_topic(admin: Admin, args: argparse.Namespace) -> None:
-    topic = args.entity_name
+async def _alter(admin: Admin, args: argparse.Namespace) -> None:
+    """Kafka's alterConfig for topics and brokers: a config to delete must be one of the
+    entity's dynamic configs."""
     to_set = parse_add_config(args.add_config) if args.add_config else {}
     to_delete = parse_delete_config(args.delete_config) if args.delete_config else []
-    current = await admin.describe_configs(topic)
-    # As Kafka's ConfigCommand: only an existing override can be deleted.
-    overridden = {n for n, e in current.items() if e.source == _DYNAMIC_SOURCES["topics"]}
-    invalid = [name for name in to_delete if name not in overridden]
+    topic: str | None = None
+    broker: int | str | None = None
+    if args.entity_type == "topics":
+        topic, dynamic_source = args.entity_name, _DYNAMIC_SOURCES["topics"]
+    elif args.entity_default:
+        broker, dynamic_source = "", ConfigSourceCode.DYNAMIC_DEFAULT_BROKER_CONFIG
+    else:
+        broker, dynamic_source = int(args.entity_name), _DYNAMIC_SOURCES["brokers"]
+    current = await admin.describe_configs(topic, broker=broker)
+    dynamic = {name for name, entry in current.items() if entry.source == dynamic_source}
+    invalid = [name for name in to_delete if name not in dynamic]
     if invalid:
         raise ToolError(f"Invalid config(s): {','.join(invalid)}")
-    await admin.alter_configs(topic, set=to_set, delete=to_delete)
-    print(f"Completed updating config for topic {topic}.")
+    await admin.alter_configs(topic, broker=broker, set=to_set, delete=to_delete)
+    if args.entity_default:
+        print("Completed updating default config for brokers in the cluster.")
+    else:
+        print(f"Completed updating config for {args.entity_type[:-1]} {args.entity_name}.")
 
 
 # -- pure: what Kafka's ConfigCommand prints and parses -----------------------------------
@@ -117,23 +140,34 @@ async def _alter_topic(admin: Admin, args: argparse.Namespace) -> None:
 def describe_lines(
     entity_type: str, name: str, entries: Mapping[str, ConfigEntry], describe_all: bool
 ) -> list[str]:
-    """The header (`Dynamic configs for topic T are:`, `All configs for broker 1 are:`),
-    then a line per config shown, by name."""
+    """The header (`Dynamic configs for topic T are:`, `All configs for broker 1 are:`,
+    `Default configs for brokers in the cluster are:` for the broker named ""), then a line
+    per config shown, by name."""
     shown = sorted(entries.values(), key=lambda entry: entry.name)
-    if not describe_all:
-        shown = [e for e in shown if e.source == _DYNAMIC_SOURCES[entity_type]]
-    kind = "All" if describe_all else "Dynamic"
-    # Kafka names the entity by its type without the plural's 's'.
-    header = f"{kind} configs for {entity_type[:-1]} {name} are:"
+    if entity_type == "brokers" and name == "":
+        shown = [e for e in shown if e.source == ConfigSourceCode.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        header = "Default configs for brokers in the cluster are:"
+    else:
+        if not describe_all:
+            shown = [e for e in shown if e.source == _DYNAMIC_SOURCES[entity_type]]
+        kind = "All" if describe_all else "Dynamic"
+        # Kafka names the entity by its type without the plural's 's'.
+        header = f"{kind} configs for {entity_type[:-1]} {name} are:"
     return [header, *(config_line(entry) for entry in shown)]
 
 
 def config_line(entry: ConfigEntry) -> str:
-    """`  name=value sensitive=false synonyms={SOURCE:name=value}` (`null` for a value not
-    shown, as Java prints it)."""
+    """`  name=value sensitive=false synonyms={SOURCE:name=value, ...}` (`null` for a value
+    not shown, as Java prints it). An entry that carries no synonyms (kcore's Admin does not
+    pass them on) shows its own source."""
     value = "null" if entry.value is None else entry.value
     synonyms = ""
-    if entry.source != ConfigSourceCode.UNKNOWN:
+    if entry.synonyms:
+        synonyms = ", ".join(
+            f"{s.source.name}:{s.name}={'null' if s.value is None else s.value}"
+            for s in entry.synonyms
+        )
+    elif entry.source != ConfigSourceCode.UNKNOWN:
         synonyms = f"{entry.source.name}:{entry.name}={value}"
     sensitive = "true" if entry.is_sensitive else "false"
     return f"  {entry.name}={value} sensitive={sensitive} synonyms={{{synonyms}}}"
@@ -165,7 +199,7 @@ def parse_delete_config(text: str) -> list[str]:
 
 TOOL = Tool(
     "configs",
-    "Describe topic and broker configs, and alter topic configs (Kafka's kafka-configs.sh).",
+    "Describe and alter topic and broker configs (Kafka's kafka-configs.sh).",
     add_arguments,
     run,
     check,

@@ -53,6 +53,17 @@ def test_other_commands_still_refuse_unknown_options(capsys):
             "at least one of --add-config or --delete-config",
         ),
         (
+            ["configs", "--bootstrap-server", "h:1", "--entity-type", "brokers", "--alter",
+             "--add-config", "log.retention.ms=1"],
+            "an entity-name or default entity must be specified with --alter of users, "
+            "clients, brokers or ips",
+        ),
+        (
+            ["configs", "--bootstrap-server", "h:1", "--entity-type", "topics",
+             "--entity-default", "--describe"],
+            "--entity-default applies to brokers",
+        ),
+        (
             ["console-consumer", "--bootstrap-server", "h:1", "--topic", "t", "--offset", "5"],
             "The partition is required when offset is specified.",
         ),

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from kcore.client import Consumer, ConsumerRecord, PartitionInfo, Producer, TopicDescription
-from kcore.config import ConfigEntry, ConfigSourceCode, ConfigTypeCode
+from kcore.config import ConfigEntry, ConfigSourceCode, ConfigSynonym, ConfigTypeCode
 from kcore.tools import ToolError, UsageError
 from kcore.tools._tool import client_settings, key_values
 from kcore.tools.configs import config_line, parse_add_config, parse_delete_config
@@ -141,7 +142,7 @@ def test_config_lines_dynamic_and_all():
             "ssl.key.password", None, ConfigSourceCode.DEFAULT_CONFIG, sensitive=True
         ),
     }
-    # kcore's broker configs are static: no dynamic one to show.
+    # A broker without dynamic configs: none to show.
     assert config_lines("brokers", "1", broker, describe_all=False) == [
         "Dynamic configs for broker 1 are:"
     ]
@@ -152,6 +153,30 @@ def test_config_lines_dynamic_and_all():
     ]
     unknown = _entry("x", "1", ConfigSourceCode.UNKNOWN)
     assert config_line(unknown) == "  x=1 sensitive=false synonyms={}"
+
+
+def test_broker_config_lines_with_synonyms_and_the_cluster_default():
+    dynamic = ConfigSourceCode.DYNAMIC_BROKER_CONFIG
+    default = ConfigSourceCode.DYNAMIC_DEFAULT_BROKER_CONFIG
+    retention = attrs.evolve(
+        _entry("log.retention.ms", "1000", dynamic),
+        synonyms=(
+            ConfigSynonym("log.retention.ms", "1000", dynamic),
+            ConfigSynonym("log.retention.ms", "5000", default),
+            ConfigSynonym("log.retention.hours", "168", ConfigSourceCode.DEFAULT_CONFIG),
+        ),
+    )
+    assert config_line(retention) == (
+        "  log.retention.ms=1000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+        "log.retention.ms=1000, DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=5000, "
+        "DEFAULT_CONFIG:log.retention.hours=168}"
+    )
+    defaults = {"min.insync.replicas": _entry("min.insync.replicas", "2", default)}
+    assert config_lines("brokers", "", defaults, describe_all=False) == [
+        "Default configs for brokers in the cluster are:",
+        "  min.insync.replicas=2 sensitive=false"
+        " synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=2}",
+    ]
 
 
 def test_add_and_delete_config_as_kafka_parses_them():

@@ -12,6 +12,7 @@ import pytest
 import trio
 
 import kcore
+from kcore.testing import poll_until
 from kcore.tools import configs, console_consumer, console_producer, topics
 from kcore.tools.console_producer import StandardInput
 
@@ -112,7 +113,7 @@ async def test_topics_creates_lists_describes_alters_and_deletes(cluster, capsys
     assert err.startswith("kcore topics: InvalidPartitionsError: ") and err.count("\n") == 1
 
 
-async def test_configs_describes_and_alters_topic_configs(cluster, capsys):
+async def test_configs_describes_and_alters_topic_and_broker_configs(cluster, capsys):
     async with cluster.admin() as admin:
         await admin.create_topic("t", 1, 3, config={"retention.ms": "3600000"})
     describe = ["--entity-type", "topics", "--entity-name", "t", "--describe"]
@@ -147,14 +148,9 @@ async def test_configs_describes_and_alters_topic_configs(cluster, capsys):
     err = capsys.readouterr().err
     assert err.startswith("kcore configs: InvalidConfigurationError: ") and "no.such.config" in err
     assert err.count("\n") == 1
-    broker = ["--entity-type", "brokers", "--entity-name", "2"]
-    assert await _run(configs, cluster, *broker, "--alter", "--add-config", "num.partitions=3") == 1
-    assert capsys.readouterr().err == (
-        "kcore configs: broker configs cannot be altered: kcore's broker configs are static "
-        "(server.properties); only topic configs are dynamic\n"
-    )
 
-    # Brokers: no dynamic configs; every setting with --all.
+    # Brokers: none has dynamic configs yet; every setting with --all.
+    broker = ["--entity-type", "brokers", "--entity-name", "2"]
     assert await _run(configs, cluster, "--entity-type", "brokers", "--describe") == 0
     assert capsys.readouterr().out == (
         "Dynamic configs for broker 1 are:\nDynamic configs for broker 2 are:\n"
@@ -165,6 +161,52 @@ async def test_configs_describes_and_alters_topic_configs(cluster, capsys):
     assert lines[0] == "All configs for broker 2 are:"
     assert "  broker.id=2 sensitive=false synonyms={STATIC_BROKER_CONFIG:broker.id=2}" in lines
     assert "  num.partitions=1 sensitive=false synonyms={DEFAULT_CONFIG:num.partitions=1}" in lines
+
+    # A cluster-wide default and broker 2's own setting, each applied by the brokers from
+    # ZooKeeper's change notification.
+    default = ["--entity-type", "brokers", "--entity-default"]
+    add_default = ["--alter", "--add-config", "log.retention.ms=3600000,min.insync.replicas=2"]
+    assert await _run(configs, cluster, *default, *add_default) == 0
+    add_own = ["--alter", "--add-config", "log.retention.ms=60000"]
+    assert await _run(configs, cluster, *broker, *add_own) == 0
+    assert capsys.readouterr().out == (
+        "Completed updating default config for brokers in the cluster.\n"
+        "Completed updating config for broker 2.\n"
+    )
+
+    def applied(broker_id, name, value):
+        server = cluster.brokers[broker_id]
+        return server.dynamic_config.get(name) == value
+
+    await poll_until(lambda: all(applied(b, "min.insync.replicas", 2) for b in (1, 2, 3)))
+    await poll_until(lambda: applied(2, "log.retention.ms", 60000))
+    assert await _run(configs, cluster, "--entity-type", "brokers", "--describe") == 0
+    assert capsys.readouterr().out == (
+        "Dynamic configs for broker 1 are:\n"
+        "Dynamic configs for broker 2 are:\n"
+        "  log.retention.ms=60000 sensitive=false"
+        " synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=60000}\n"
+        "Dynamic configs for broker 3 are:\n"
+        "Default configs for brokers in the cluster are:\n"
+        "  log.retention.ms=3600000 sensitive=false"
+        " synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}\n"
+        "  min.insync.replicas=2 sensitive=false"
+        " synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:min.insync.replicas=2}\n"
+    )
+    delete = ["--alter", "--delete-config"]
+    assert await _run(configs, cluster, *default, *delete, "log.retention.ms") == 0
+    assert capsys.readouterr().out == (
+        "Completed updating default config for brokers in the cluster.\n"
+    )
+
+    # Refusals: a setting that cannot change at run time (Kafka's words), one that is not set.
+    assert await _run(configs, cluster, *broker, "--alter", "--add-config", "num.partitions=3") == 1
+    assert capsys.readouterr().err == (
+        "kcore configs: InvalidRequestError: broker 2: Cannot update these configs "
+        "dynamically: Set(num.partitions)\n"
+    )
+    assert await _run(configs, cluster, *broker, *delete, "num.partitions") == 1
+    assert capsys.readouterr().err == "kcore configs: Invalid config(s): num.partitions\n"
 
 
 async def test_console_producer_and_consumer_round_trip(cluster, capsys, stdin):
