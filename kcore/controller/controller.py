@@ -232,6 +232,14 @@ class KafkaController:
                     await self._process_topic_change()
                 case ev.PartitionModifications(topic=topic):
                     await self._process_partition_modifications(topic)
+                case ev.UncleanLeaderElectionEnable():
+                    if self.is_active:
+                        await self.partition_state_machine.trigger_online_partition_state_change()
+                case ev.TopicUncleanLeaderElectionEnable(topic=topic):
+                    if self.is_active:
+                        await self.partition_state_machine.trigger_online_partition_state_change(
+                            topic
+                        )
                 case ev.TopicDeletion():
                     await self._process_topic_deletion()
                 case ev.TopicDeletionStopReplicaResponseReceived():
@@ -263,6 +271,15 @@ class KafkaController:
         except ControllerMovedError as error:
             logger.info("Controller moved to another broker when processing %r: %s", event, error)
             await self._maybe_resign()
+
+    def enable_default_unclean_leader_election(self) -> None:
+        """Kafka's enableDefaultUncleanLeaderElection: the broker's dynamic default became
+        true; offline partitions are elected again (a no-op unless this is the controller)."""
+        self.event_manager.put(ev.UncleanLeaderElectionEnable())
+
+    def enable_topic_unclean_leader_election(self, topic: str) -> None:
+        """Kafka's enableTopicUncleanLeaderElection: `topic`'s own setting became true."""
+        self.event_manager.put(ev.TopicUncleanLeaderElectionEnable(topic))
 
     def preempt(self, event: ev.ControllerEvent) -> None:
         event.preempt()

@@ -66,6 +66,22 @@ class TopicChange(ControllerEvent):
 
 
 @attrs.frozen
+class UncleanLeaderElectionEnable(ControllerEvent):
+    """The cluster-wide unclean.leader.election.enable became true: the offline partitions
+    of topics without their own setting may now elect an out-of-sync replica."""
+
+    state = ControllerState.UNCLEAN_LEADER_ELECTION_ENABLE
+
+
+@attrs.frozen
+class TopicUncleanLeaderElectionEnable(ControllerEvent):
+    """A topic's own unclean.leader.election.enable became true."""
+
+    topic: str
+    state = ControllerState.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE
+
+
+@attrs.frozen
 class PartitionModifications(ControllerEvent):
     topic: str
     state = ControllerState.TOPIC_CHANGE

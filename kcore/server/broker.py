@@ -201,16 +201,27 @@ class BrokerServer:
             metrics=self.metrics,
         )
         replica_manager.startup()
-        add_broker_reconfigurables(config, replica_manager)
+        add_broker_reconfigurables(
+            config, replica_manager, on_unclean_election_enabled=self._unclean_election_enabled
+        )
         async with actors.open_supervisor(
             max_restarts=_CHILD_RESTARTS,
             within=_CHILD_RESTARTS_WITHIN,
             name=f"broker-{self.broker_id}",
         ) as supervisor:
             await supervisor.start(replica_manager.run, name="replica-manager")
+
+            async def on_topic_config_change(topic: str) -> None:
+                await replica_manager.reload_topic_config(topic)
+                # Kafka's TopicConfigHandler: the controller elects the topic's offline
+                # partitions again, in case it now allows an unclean election (the election
+                # reads the setting itself, so other changes only cost a look).
+                if self.controller is not None and self.controller.is_active:
+                    self.controller.enable_topic_unclean_leader_election(topic)
+
             config_changes = ConfigChangeListener(
                 zk_client,
-                replica_manager.reload_topic_config,
+                on_topic_config_change,
                 wall_clock_ms=lambda: int(self.clock() * 1000),
                 on_broker_config_change=config.process_config_change,
             )
@@ -264,6 +275,12 @@ class BrokerServer:
             failure = await self.log_dir_failures.wait()
             supervisor.cancel()
         return failure
+
+    def _unclean_election_enabled(self) -> None:
+        """The dynamic default unclean.leader.election.enable became true (Kafka's
+        DynamicLogConfig tells the controller, which elects offline partitions again)."""
+        if self.controller is not None:
+            self.controller.enable_default_unclean_leader_election()
 
     def _group_coordinator(self, replica_manager: ReplicaManager) -> GroupCoordinator:
         """The broker's group coordinator, told when it gains or loses the leadership of an

@@ -194,6 +194,8 @@ class DynamicLogConfig:
     """Kafka's DynamicLogConfig: topic configs default to these settings."""
 
     replica_manager: Any
+    # Told when unclean.leader.election.enable turns true (the controller elects again).
+    on_unclean_election_enabled: Callable[[], None] = lambda: None
     reconfigurable_configs: frozenset[str] = DYNAMIC_LOG_CONFIGS
 
     def validate_reconfiguration(self, current: KafkaConfig, new: KafkaConfig) -> None:
@@ -201,6 +203,8 @@ class DynamicLogConfig:
 
     def reconfigure(self, old: KafkaConfig, new: KafkaConfig) -> None:
         self.replica_manager.reconfigure_log_defaults()
+        if new.unclean_leader_election_enable and not old.unclean_leader_election_enable:
+            self.on_unclean_election_enabled()
 
 
 @attrs.define(eq=False)
@@ -235,10 +239,14 @@ class DynamicLogCleaner:
             cleaner.reconfigure(CleanerSettings.from_config(new))
 
 
-def add_broker_reconfigurables(config: DynamicBrokerConfig, replica_manager: Any) -> None:
+def add_broker_reconfigurables(
+    config: DynamicBrokerConfig,
+    replica_manager: Any,
+    on_unclean_election_enabled: Callable[[], None] = lambda: None,
+) -> None:
     """Kafka's addReconfigurables, for what kcore reconfigures (the cleaner only when the
     broker runs one, log.cleaner.enable being static)."""
-    config.add_reconfigurable(DynamicLogConfig(replica_manager))
+    config.add_reconfigurable(DynamicLogConfig(replica_manager, on_unclean_election_enabled))
     config.add_reconfigurable(DynamicThreadPool(replica_manager))
     if config.log_cleaner_enable:
         config.add_reconfigurable(DynamicLogCleaner(replica_manager))

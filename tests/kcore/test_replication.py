@@ -237,6 +237,36 @@ async def test_unclean_election_only_when_enabled(autojump_clock, unclean):
             assert desc.partitions[0].leader == -1
 
 
+@pytest.mark.parametrize("where", ["topic", "cluster default"])
+async def test_enabling_unclean_election_elects_a_partition_left_offline(autojump_clock, where):
+    """Kafka's (Topic)UncleanLeaderElectionEnable: a partition offline because its only
+    in-sync replica died gets a leader as soon as unclean election is enabled, by the topic's
+    config or the brokers' dynamic default, without waiting for another broker change."""
+    async with open_cluster(brokers=3, seed=16, broker_config=BROKER_CONFIG) as cluster:
+        await cluster.wait_for_controller(timeout=30)
+        await _create(cluster, config={"min.insync.replicas": "1"})
+        leader = await _leader(cluster)
+        followers = [b for b in (1, 2, 3) if b != leader]
+        async with cluster.producer(acks="1") as producer:
+            await _produce(producer, [b"replicated"])
+            await wait_for_identical_replicas(cluster, TP, [1, 2, 3])
+            for follower in followers:
+                cluster.network.partition(broker_node(leader), broker_node(follower))
+            await _produce(producer, [b"only-on-the-leader"])
+            await wait_for(lambda: _isr_is(cluster, [leader]), timeout=LAG_MS / 1000 * 3)
+        await cluster.kill_broker(leader)
+        cluster.network.heal()
+        await cluster.wait_for_controller(timeout=30)
+        await wait_for(lambda: _leaderless(cluster), timeout=60)
+        async with cluster.admin() as admin:
+            if where == "topic":
+                await admin.alter_configs("t", set={"unclean.leader.election.enable": "true"})
+            else:
+                await admin.alter_configs(broker="", set={"unclean.leader.election.enable": "true"})
+        state = await wait_for(lambda: _led_by_one_of(cluster, followers), timeout=30)
+        assert leader not in state["isr"]
+
+
 async def _led_by_one_of(cluster, brokers):
     state = await partition_state(cluster, TP)
     return state if state["leader"] in brokers else None
