@@ -41,9 +41,11 @@ def _cmd_dump_log(args: argparse.Namespace) -> int:
 
     from kcore.log.dump import (
         SNAPSHOT_SUFFIX,
+        TIME_INDEX_SUFFIX,
         CorruptSnapshotError,
         dump_log,
         dump_producer_snapshot,
+        dump_time_index,
     )
 
     files = list(args.files) + [f for group in args.files_option for f in group.split(",") if f]
@@ -55,7 +57,8 @@ def _cmd_dump_log(args: argparse.Namespace) -> int:
         path = pathlib.Path(name)
         print(f"Dumping {name}")
         is_snapshot = path.name.endswith(SNAPSHOT_SUFFIX)
-        if not (is_snapshot or path.name.endswith(".log")):
+        is_time_index = path.name.endswith(TIME_INDEX_SUFFIX)
+        if not (is_snapshot or is_time_index or path.name.endswith(".log")):
             print(f"Ignoring unknown file {name}", file=sys.stderr)
             continue
         try:
@@ -64,7 +67,9 @@ def _cmd_dump_log(args: argparse.Namespace) -> int:
             print(f"kcore dump-log: {error}", file=sys.stderr)
             status = 1
             continue
-        if is_snapshot:
+        if is_time_index:
+            lines = dump_time_index(data, path.name)
+        elif is_snapshot:
             try:
                 lines = dump_producer_snapshot(data, path.name)
             except CorruptSnapshotError as error:
@@ -89,11 +94,9 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
     from kcore.broker_process import load_config, run_broker
     from kcore.config import ConfigError
+    from kcore.log_context import basic_config
 
-    logging.basicConfig(
-        level=getattr(logging, args.log_level),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    basic_config(getattr(logging, args.log_level))  # lines prefixed [Broker id=N]
     overrides = {}
     for item in args.override:
         key, sep, value = item.partition("=")

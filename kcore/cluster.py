@@ -14,7 +14,6 @@ partition went without a leader. Exit status 0 when nothing acknowledged was los
 from __future__ import annotations
 
 import argparse
-import logging
 import pathlib
 import sys
 
@@ -22,6 +21,7 @@ import trio
 
 from kcore.demo.display import LiveDisplay, PlainDisplay
 from kcore.demo.runner import DemoOptions, run_demo
+from kcore.log_context import basic_config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,9 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"python -m kcore.cluster: {error}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    basic_config(args.log_level.upper())  # lines prefixed [Broker id=N], as Kafka's
     live = sys.stdout.isatty() and not args.plain
     try:
         if live:

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import attrs
 
+from kcore.log_context import PrefixFormatter
 from kcore.testing.sim import (
     CONSUMER_FAULTS,
     FAULTS,
@@ -117,7 +118,9 @@ class _Capture(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
         self.lines: list[LogLine] = []
-        self.setFormatter(logging.Formatter("%(message)s"))
+        # The broker's prefix ([Broker id=1] ...) is the text's; the message, which the
+        # expected lines are matched against, is not.
+        self.setFormatter(PrefixFormatter("%(log_prefix)s%(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

@@ -807,6 +807,14 @@ class KafkaZkClient:
                 logger.info("Reading %s failed (%r); retrying", path, error)
                 await trio.sleep(CONNECTION_LOSS_RETRY_BACKOFF)
 
+    async def get_entity_names(self, entity_type: str) -> list[str]:
+        """The entities with configs under /config/<entity_type> (users, say), sorted."""
+        path = zkdata.config_path(entity_type, "").rstrip("/")
+        try:
+            return sorted(await self.zk.get_children(path))
+        except zkstub.NoNodeError:
+            return []
+
     async def change_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
         """Kafka's AdminZkClient.changeTopicConfig: the topic's overrides replaced as a
         whole, then a change notification (/config/changes/config_change_N) that every

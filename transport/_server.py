@@ -91,6 +91,8 @@ class ServerConnection:
         self.context: dict[str, object] = {}
         self.closed = trio.Event()
         self.speaks_foreign_protocol = False  # set by its first frame (RpcServer)
+        # Set by `close_after_answer`: the connection closes once the next answer is sent.
+        self.closing_after_answer = False
         self._writer = writer
         self._max_frame_bytes = max_frame_bytes
 
@@ -123,6 +125,12 @@ class ServerConnection:
         """Closes the connection once what is queued has been sent; handlers still
         running are cancelled."""
         self._writer.close_after_flush()
+
+    def close_after_answer(self) -> None:
+        """Closes the connection once the answer to the request being handled has been
+        sent (a refusal the peer must read before the connection goes: Kafka's failed
+        authentication, say); requests after it are not read."""
+        self.closing_after_answer = True
 
 
 @attrs.frozen
@@ -225,6 +233,8 @@ class _Pipeline:
             writer.put(frame, counted=True)
             seq += 1
         self._next_to_send = seq
+        if self.client.closing_after_answer:
+            writer.close_after_flush()
 
     def written(self, count: int) -> None:
         self.in_flight -= count

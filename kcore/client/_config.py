@@ -3,6 +3,7 @@ so a typo or a bad value fails where it was written, naming the setting."""
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -45,6 +46,10 @@ SECURITY_SETTINGS = (
     "ssl_endpoint_identification_algorithm",
     "ssl_protocol",
     "ssl_enabled_protocols",
+    # SASL (kafka-python's names): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+    "sasl_mechanism",
+    "sasl_plain_username",
+    "sasl_plain_password",
 )
 
 
@@ -182,7 +187,9 @@ def security_network(
 ) -> transport.Network:
     """The network a client reaches brokers through, given Kafka's security settings
     (`SECURITY_SETTINGS`): `network` (real TCP when None), in TLS when `security_protocol`
-    is "SSL" (Kafka's default, "PLAINTEXT", is none). The TLS context is built here, so a
+    is "SSL" or "SASL_SSL" (Kafka's default, "PLAINTEXT", is none), each connection
+    authenticated with `sasl_mechanism` (PLAIN by default, as kafka-python's) when it is
+    "SASL_PLAINTEXT" or "SASL_SSL". The TLS context is built here, so a
     missing file or a JKS store fails where the client is made, naming the setting."""
     check_no_unknown(
         "security",
@@ -190,15 +197,22 @@ def security_network(
         SECURITY_SETTINGS,
     )
     protocol = str(settings.get("security_protocol") or "PLAINTEXT").upper()
-    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
         raise ClientConfigError(
-            f"security_protocol={protocol} is not supported yet: SASL is not implemented"
-        )
-    if protocol not in ("PLAINTEXT", "SSL"):
-        raise ClientConfigError(
-            f"security_protocol must be PLAINTEXT or SSL; got {settings['security_protocol']!r}"
+            "security_protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; got "
+            f"{settings['security_protocol']!r}"
         )
     network = network if network is not None else transport.TcpNetwork()
+    sasl = {k: settings.pop(k) for k in list(settings) if k.startswith("sasl_")}
+    if protocol.startswith("SASL_"):
+        tls_settings = dict(settings, security_protocol=protocol.removeprefix("SASL_"))
+        return _sasl_network(security_network(network, **tls_settings), **sasl)
+    given = sorted(k for k, v in sasl.items() if v is not None)
+    if given:
+        raise ClientConfigError(
+            f"{', '.join(given)} given with security_protocol={protocol}: set "
+            "security_protocol=SASL_PLAINTEXT or SASL_SSL to authenticate with SASL"
+        )
     if protocol == "PLAINTEXT":
         ssl_only = sorted(k for k, v in settings.items() if k.startswith("ssl_") and v is not None)
         if ssl_only:
@@ -224,6 +238,28 @@ def security_network(
         # The broker's dotted names, as this client's settings are written.
         message = re.sub(r"\bssl(\.[a-z]+)+", lambda m: m.group(0).replace(".", "_"), str(error))
         raise ClientConfigError(message) from None
+
+
+def _sasl_network(
+    network: transport.Network,
+    sasl_mechanism: str | None = None,
+    sasl_plain_username: str | None = None,
+    sasl_plain_password: str | None = None,
+) -> transport.Network:
+    """`network` with each connection authenticated (kcore.security.sasl_network)."""
+    from kcore.security.sasl import SUPPORTED_MECHANISMS, SaslCredentials
+    from kcore.security.sasl_network import SaslNetwork
+
+    mechanism = str(sasl_mechanism or "PLAIN").upper()  # kafka-python's default
+    check_choice("sasl_mechanism", mechanism, SUPPORTED_MECHANISMS)
+    if not sasl_plain_username or sasl_plain_password is None:
+        raise ClientConfigError(
+            f"sasl_mechanism={mechanism} needs sasl_plain_username and sasl_plain_password"
+        )
+    # SCRAM's client nonce must be unpredictable: the system's randomness, not a seed.
+    rng = random.SystemRandom()
+    credentials = SaslCredentials(mechanism, sasl_plain_username, sasl_plain_password)
+    return SaslNetwork(network, credentials, rng)  # type: ignore[return-value]
 
 
 def to_topic_partition(value: object) -> TopicPartition:

@@ -140,6 +140,12 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("ssl.keystore.password", "password", None),
         ConfigDef("ssl.key.password", "password", None),
         ConfigDef("ssl.truststore.password", "password", None),
+        # SASL (kcore.security.sasl): PLAIN and SCRAM-SHA-256/512; GSSAPI, Kafka's default
+        # mechanism, is refused when a SASL listener is built.
+        ConfigDef("sasl.enabled.mechanisms", "list", ["GSSAPI"]),
+        ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI"),
+        ConfigDef("sasl.jaas.config", "password", None),
+        ConfigDef("connection.failed.authentication.delay.ms", "int", 100, at_least=0),
         ConfigDef("zookeeper.ssl.keystore.password", "password", None),
         ConfigDef("zookeeper.ssl.truststore.password", "password", None),
     )
@@ -213,10 +219,15 @@ def _check_http_listener(values: Mapping[str, Any]) -> None:
 
 
 def _listener_override(key: str) -> ConfigDef | None:
-    """Kafka's per-listener `listener.name.<listener>.ssl.*` settings: the definition of
-    the ssl.* setting they override, under their own name."""
+    """Kafka's per-listener `listener.name.<listener>.ssl.*` settings (and its
+    `sasl.enabled.mechanisms` and `<mechanism>.sasl.jaas.config`): the definition of the
+    setting they override, under their own name."""
     name, _, rest = key.removeprefix("listener.name.").partition(".")
-    if not key.startswith("listener.name.") or not name or not rest.startswith("ssl."):
+    if not key.startswith("listener.name.") or not name:
+        return None
+    if rest.endswith(".sasl.jaas.config"):  # listener.name.<l>.<mechanism>.sasl.jaas.config
+        rest = "sasl.jaas.config"
+    elif rest != "sasl.enabled.mechanisms" and not rest.startswith("ssl."):
         return None
     definition = BROKER_DEFINITIONS.get(rest)
     return None if definition is None else attrs.evolve(definition, name=key, default=None)

@@ -96,12 +96,6 @@ def _listener_refusal(values: Mapping[str, Any]) -> str | None:
                 f"Invalid value {listener!r} for configuration listeners: no security protocol "
                 f"for listener name {name} (map it in listener.security.protocol.map)"
             )
-        if protocol not in ("PLAINTEXT", "SSL"):
-            return _refused(
-                "listeners",
-                listener,
-                f"{protocol} is not implemented; kcore serves PLAINTEXT and SSL",
-            )
         names.append(name)
     explicit = values.get("inter.broker.listener.name")
     protocol = values.get("security.inter.broker.protocol") or "PLAINTEXT"

@@ -684,25 +684,33 @@ class KafkaController:
             watch=self._watch(ev.IsrChangeNotification)
         )
         try:
-            partitions = await self.zk_client.read_isr_change_notifications(names)
-            known = sorted(tp for tp in partitions if tp.topic in self.context.all_topics)
-            states = await self.zk_client.get_partition_states(known)
-            for tp in known:
-                if states[tp] is not None:
-                    self.context.partition_leadership[tp] = states[tp]
-            if known:
-                self.send_update_metadata(
-                    sorted(self.context.live_or_shutting_down_broker_ids), known
-                )
-            # The state znode watch of a partition being reassigned usually wakes the
-            # controller first; a notification is the fallback (as in Kafka).
-            for tp in known:
-                if tp in self.context.partitions_being_reassigned:
-                    await self._maybe_complete_reassignment(tp)
-        finally:
+            await self._apply_isr_change_notifications(names)
+        except trio.Cancelled:
+            # The controller is going away (its ZooKeeper client with it): nothing more to
+            # do here; its successor reads every partition's state when it takes over.
+            raise
+        except BaseException:
+            # As Kafka's `finally`: a notification that fails is not processed again forever.
             await self.zk_client.delete_isr_change_notifications(
                 names, self.context.epoch_zk_version
             )
+            raise
+        await self.zk_client.delete_isr_change_notifications(names, self.context.epoch_zk_version)
+
+    async def _apply_isr_change_notifications(self, names: list[str]) -> None:
+        partitions = await self.zk_client.read_isr_change_notifications(names)
+        known = sorted(tp for tp in partitions if tp.topic in self.context.all_topics)
+        states = await self.zk_client.get_partition_states(known)
+        for tp in known:
+            if states[tp] is not None:
+                self.context.partition_leadership[tp] = states[tp]
+        if known:
+            self.send_update_metadata(sorted(self.context.live_or_shutting_down_broker_ids), known)
+        # The state znode watch of a partition being reassigned usually wakes the controller
+        # first; a notification is the fallback (as in Kafka).
+        for tp in known:
+            if tp in self.context.partitions_being_reassigned:
+                await self._maybe_complete_reassignment(tp)
 
     async def _delete_isr_change_notifications(self) -> None:
         names = await self.zk_client.get_isr_change_notifications()

@@ -45,6 +45,7 @@ from kcore.log._producer_state import ProducerStateManager
 from kcore.log._segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
+    SEGMENT_FILE_SUFFIXES,
     SWAP_SUFFIX,
     FileStore,
     MemoryStore,
@@ -53,12 +54,14 @@ from kcore.log._segment import (
     complete_interrupted_swaps,
     segment_file_name,
 )
+from kcore.log._timestamps import TimestampAndOffset, first_at_or_after
 
 logger = logging.getLogger("kcore.log.partition_log")
 
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024  # log.segment.bytes
 DEFAULT_SEGMENT_MS = 7 * 24 * 60 * 60 * 1000  # log.roll.ms
 DEFAULT_INDEX_INTERVAL_BYTES = 4096  # log.index.interval.bytes
+DEFAULT_MAX_INDEX_BYTES = 10 * 1024 * 1024  # log.index.size.max.bytes (segment.index.bytes)
 
 
 class _Log:
@@ -71,12 +74,14 @@ class _Log:
         segment_bytes: int,
         segment_ms: int | None,
         index_interval_bytes: int,
+        max_index_bytes: int,
     ) -> None:
         self._new_store = new_store
         self.epoch_cache = epoch_cache
         self.segment_bytes = segment_bytes
         self.segment_ms = segment_ms
         self.index_interval_bytes = index_interval_bytes
+        self.max_index_bytes = max_index_bytes
         # Kafka's flush.messages: fsync once this many messages are unflushed (None: never;
         # Kafka's default, durability comes from replication).
         self.flush_messages: int | None = None
@@ -171,6 +176,8 @@ class _Log:
             return False
         if active.size + header.size > self.segment_bytes or not active.can_hold(header):
             return True
+        if active.index_full:
+            return True
         waited = _time_waited_for_roll(active, header, now_ms)
         return self.segment_ms is not None and waited is not None and waited > self.segment_ms
 
@@ -182,6 +189,7 @@ class _Log:
     def _roll(self, base_offset: int, now_ms: int | None) -> Segment:
         # The previous segment is complete: make it durable before starting the next. An
         # OSError opening the new segment's files (EMFILE) leaves the log as it was.
+        self._segments[-1].seal()
         self._segments[-1].flush()
         segment = self._new_segment(base_offset)
         segment.created_ms = now_ms
@@ -193,7 +201,12 @@ class _Log:
         return segment
 
     def _new_segment(self, base_offset: int) -> Segment:
-        return Segment(self._new_store(base_offset), base_offset, self.index_interval_bytes)
+        return Segment(
+            self._new_store(base_offset),
+            base_offset,
+            self.index_interval_bytes,
+            self.max_index_bytes,
+        )
 
     # -- reads -----------------------------------------------------------------------
 
@@ -225,6 +238,21 @@ class _Log:
             if not batches:
                 raise
         return _valid_prefix(batches)
+
+    def offset_for_timestamp(
+        self, target: int, max_offset: int | None = None
+    ) -> TimestampAndOffset | None:
+        """ListOffsets by timestamp (Kafka's fetchOffsetByTimestamp): the first record at or
+        after the log start whose timestamp is at least `target`, among the batches below
+        `max_offset`; None if none is. Only the first segment whose largest timestamp
+        reaches `target` is read, from its time index's entry on (`_timestamps` decides)."""
+        for segment in self._segments:
+            if segment.next_offset <= self._log_start_offset or segment.max_timestamp < target:
+                continue
+            position = segment.timestamp_scan_position(target, self._log_start_offset)
+            batches = _batches_below(segment, position, max_offset, target)
+            return first_at_or_after(batches, target, self._log_start_offset)
+        return None
 
     # -- truncation, retention -------------------------------------------------------
 
@@ -382,7 +410,10 @@ class _Log:
         }
         base_offset = old[0].base_offset
         cleaned = Segment(
-            self._new_cleaned_store(base_offset), base_offset, self.index_interval_bytes
+            self._new_cleaned_store(base_offset),
+            base_offset,
+            self.index_interval_bytes,
+            self.max_index_bytes,
         )
         swapping = False
         try:
@@ -416,6 +447,7 @@ class _Log:
         segments are renamed `.deleted`, the swap takes its final name (that of the first
         old segment) and the old files go, with the producer snapshots named after the
         segments that no longer begin anywhere."""
+        cleaned.seal()
         cleaned.flush()
         cleaned.store.rename(SWAP_SUFFIX)
         for segment in old:
@@ -452,6 +484,7 @@ class _Log:
         return len(dirty)
 
     def close(self) -> None:
+        self._segments[-1].seal()  # (the others were sealed when rolled)
         self.flush()
         self._take_producer_snapshot()  # Kafka's close: so a restart need not replay
         for segment in self._segments:
@@ -623,6 +656,27 @@ def _ends_before(segment: Segment, offset: int) -> bool:
     return True
 
 
+def _batches_below(
+    segment: Segment, position: int, max_offset: int | None, target: int
+) -> Iterator[bytes]:
+    """The batches of `segment` from `position` on, ending below `max_offset`. Only those
+    whose header says they may hold a timestamp of at least `target` are read whole (and
+    validated: their records are decoded next); others pass as their header's bytes."""
+    for batch_position, header in segment.headers_from(position):
+        if header.size < HEADER_SIZE or batch_position + header.size > segment.size:
+            # A damaged batch kept below the recovery point: what follows cannot be found.
+            raise CorruptRecordError(
+                f"segment {segment.base_offset:020d}: the record batch at byte "
+                f"{batch_position} has an impossible length {header.length}"
+            )
+        if max_offset is not None and header.last_offset >= max_offset:
+            return
+        if header.max_timestamp < target:
+            yield segment.store.read(batch_position, HEADER_SIZE)
+        else:
+            yield _whole_batch(segment, batch_position, header)
+
+
 def _check_unchanged(segments: list[tuple[Segment, int]]) -> None:
     """Raises CleaningAbortedError if any of `segments` was deleted or resized (truncated)
     since its size was taken."""
@@ -652,6 +706,7 @@ class PartitionLog(_Log):
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         segment_ms: int | None = DEFAULT_SEGMENT_MS,
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
         recovery_point: int = 0,
         log_start_offset: int = 0,
     ) -> None:
@@ -664,6 +719,7 @@ class PartitionLog(_Log):
             segment_bytes=segment_bytes,
             segment_ms=segment_ms,
             index_interval_bytes=index_interval_bytes,
+            max_index_bytes=max_index_bytes,
         )
         self._log_start_offset = log_start_offset
         for stale in self.directory.glob("*.tmp"):
@@ -677,7 +733,7 @@ class PartitionLog(_Log):
         self._recover(existing, recovery_point)
 
     def _new_cleaned_store(self, base_offset: int) -> SegmentStore:
-        for suffix in (".log", ".index"):  # an earlier attempt's, abandoned
+        for suffix in SEGMENT_FILE_SUFFIXES:  # an earlier attempt's, abandoned
             stale = segment_file_name(base_offset, suffix + CLEANED_SUFFIX)
             (self.directory / stale).unlink(missing_ok=True)
         return FileStore(self.directory, base_offset, CLEANED_SUFFIX)
@@ -692,6 +748,7 @@ class MemoryPartitionLog(_Log):
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         segment_ms: int | None = DEFAULT_SEGMENT_MS,
         index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
     ) -> None:
         super().__init__(
             lambda base_offset: MemoryStore(),
@@ -700,6 +757,7 @@ class MemoryPartitionLog(_Log):
             segment_bytes=segment_bytes,
             segment_ms=segment_ms,
             index_interval_bytes=index_interval_bytes,
+            max_index_bytes=max_index_bytes,
         )
         self._segments = [self._new_segment(0)]
 

@@ -1,8 +1,9 @@
-"""A log segment: batches appended back to back plus a sparse offset index.
+"""A log segment: batches appended back to back plus a sparse offset index and a time index.
 
-What a segment decides (index, lookup, truncation, recovery) lives in `Segment`; where the
-bytes live is a `SegmentStore`: files on disk (`FileStore`: `%020d.log` + `%020d.index`) or
-memory with a flushed watermark (`MemoryStore`, for simulations that crash brokers)."""
+What a segment decides (indexes, lookup, truncation, recovery) lives in `Segment`; where the
+bytes live is a `SegmentStore`: files on disk (`FileStore`: `%020d.log` + `%020d.index` +
+`%020d.timeindex`) or memory with a flushed watermark (`MemoryStore`, for simulations that
+crash brokers)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,19 @@ from typing import Protocol
 
 from kcore.log._batch import HEADER_SIZE, BatchHeader, parse_header, validate_batch
 from kcore.log._errors import CorruptRecordError
+from kcore.log._time_index import (
+    DEFAULT_MAX_INDEX_BYTES,
+    NO_TIMESTAMP,
+    CorruptTimeIndexError,
+    TimeIndex,
+)
 
 logger = logging.getLogger("kcore.log.segment")
 
 _INDEX_ENTRY = struct.Struct(">ii")  # relative offset, byte position (Kafka's OffsetIndex)
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+# A segment's files, in the order Kafka's changeFileSuffixes renames them.
+SEGMENT_FILE_SUFFIXES = (".log", ".index", ".timeindex")
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -46,6 +55,9 @@ class SegmentStore(Protocol):
     def read_index(self) -> bytes | None: ...
     def append_index(self, entry: bytes) -> None: ...
     def write_index(self, data: bytes) -> None: ...
+    def read_time_index(self) -> bytes | None: ...
+    def append_time_index(self, entry: bytes) -> None: ...
+    def write_time_index(self, data: bytes) -> None: ...
     def rename(self, suffix: str) -> None: ...
 
 
@@ -59,9 +71,13 @@ class FileStore:
     def __init__(self, directory: pathlib.Path, base_offset: int, suffix: str = "") -> None:
         self.log_path = directory / segment_file_name(base_offset, ".log" + suffix)
         self.index_path = directory / segment_file_name(base_offset, ".index" + suffix)
+        self.time_index_path = directory / segment_file_name(base_offset, ".timeindex" + suffix)
         self._suffix = suffix
         self._log = open(self.log_path, "a+b", buffering=0)
         self._index = None
+        # The time index takes an entry only when the largest timestamp grows: it is opened
+        # for each write rather than held open (one file descriptor fewer per segment).
+        self._time_index_dirty = False
 
     def size(self) -> int:
         return self._log.seek(0, os.SEEK_END)
@@ -87,6 +103,10 @@ class FileStore:
         os.fsync(self._log.fileno())
         if self._index is not None:
             os.fsync(self._index.fileno())
+        if self._time_index_dirty:
+            with open(self.time_index_path, "rb") as time_index:
+                os.fsync(time_index.fileno())
+            self._time_index_dirty = False
 
     def close(self) -> None:
         self._log.close()
@@ -95,8 +115,8 @@ class FileStore:
 
     def delete(self) -> None:
         self.close()
-        self.log_path.unlink(missing_ok=True)
-        self.index_path.unlink(missing_ok=True)
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            path.unlink(missing_ok=True)
 
     def read_index(self) -> bytes | None:
         return self.index_path.read_bytes() if self.index_path.exists() else None
@@ -112,17 +132,32 @@ class FileStore:
         self._index = open(self.index_path, "wb", buffering=0)
         _write_all(self._index, data)
 
+    def read_time_index(self) -> bytes | None:
+        path = self.time_index_path
+        return path.read_bytes() if path.exists() else None
+
+    def append_time_index(self, entry: bytes) -> None:
+        self._write_time_index("ab", entry)
+
+    def write_time_index(self, data: bytes) -> None:
+        self._write_time_index("wb", data)
+
+    def _write_time_index(self, mode: str, data: bytes) -> None:
+        with open(self.time_index_path, mode, buffering=0) as time_index:
+            _write_all(time_index, data)
+        self._time_index_dirty = True
+
     def rename(self, suffix: str) -> None:
         """Gives the files `suffix` in place of the current one (Kafka's
-        changeFileSuffixes: the log first, then the index), open files staying open, and
-        makes the renames durable."""
+        changeFileSuffixes: the log first, then the offset index, then the time index), open
+        files staying open, and makes the renames durable."""
         renamed = []
-        for path in (self.log_path, self.index_path):
+        for path in (self.log_path, self.index_path, self.time_index_path):
             target = path.with_name(path.name[: len(path.name) - len(self._suffix)] + suffix)
             if path.exists():
                 os.replace(path, target)
             renamed.append(target)
-        self.log_path, self.index_path = renamed
+        self.log_path, self.index_path, self.time_index_path = renamed
         self._suffix = suffix
         fsync_directory(self.log_path.parent)
 
@@ -167,8 +202,10 @@ def complete_interrupted_swaps(directory: pathlib.Path) -> None:
                 changed = True
             else:
                 swaps.append(path)
+    # A swap replaces the segment at its own base offset even when the clean left it empty
+    # (its next offset is its base): that segment's index files must not outlive it.
     ranges = [
-        (_file_offset(path), _next_offset_of(path))
+        (_file_offset(path), max(_next_offset_of(path), _file_offset(path) + 1))
         for path in swaps
         if path.name.endswith(".log" + SWAP_SUFFIX)
     ]
@@ -176,7 +213,7 @@ def complete_interrupted_swaps(directory: pathlib.Path) -> None:
         start, end = min(r[0] for r in ranges), max(r[1] for r in ranges)
         for path in files:
             name = path.name
-            if name.endswith((".log", ".index")):
+            if name.endswith(SEGMENT_FILE_SUFFIXES):
                 if start <= _file_offset(path) < end and path.exists():
                     logger.info("deleting %s: a cleaned segment replaces it", name)
                     path.unlink()
@@ -219,6 +256,7 @@ class MemoryStore:
         self.data = bytearray()
         self.flushed = 0
         self.index: bytearray | None = None
+        self.time_index: bytearray | None = None
 
     def size(self) -> int:
         return len(self.data)
@@ -242,6 +280,7 @@ class MemoryStore:
     def delete(self) -> None:
         self.data.clear()
         self.flushed = 0
+        self.index = self.time_index = None
 
     def read_index(self) -> bytes | None:
         return None if self.index is None else bytes(self.index)
@@ -254,6 +293,17 @@ class MemoryStore:
     def write_index(self, data: bytes) -> None:
         self.index = bytearray(data)
 
+    def read_time_index(self) -> bytes | None:
+        return None if self.time_index is None else bytes(self.time_index)
+
+    def append_time_index(self, entry: bytes) -> None:
+        if self.time_index is None:
+            self.time_index = bytearray()
+        self.time_index += entry
+
+    def write_time_index(self, data: bytes) -> None:
+        self.time_index = bytearray(data)
+
     def rename(self, suffix: str) -> None:
         pass  # a memory log swaps segments in one step: nothing to recover
 
@@ -263,17 +313,32 @@ class MemoryStore:
         unflushed = len(self.data) - self.flushed
         kept = rng.randint(0, unflushed) if torn_tail else 0
         del self.data[self.flushed + kept :]
-        self.index = None  # the index is derived data: recovery rebuilds it
+        # The offset index is derived data: recovery rebuilds it. The time index is kept, as
+        # a file survives a crash: what recovery revalidates it rewrites; below the recovery
+        # point nothing was lost, and a start-up finds it as it was.
+        self.index = None
 
 
 class Segment:
-    def __init__(self, store: SegmentStore, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(
+        self,
+        store: SegmentStore,
+        base_offset: int,
+        index_interval_bytes: int,
+        max_index_bytes: int = DEFAULT_MAX_INDEX_BYTES,
+    ) -> None:
         self.store = store
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
+        # segment.index.bytes: bounds both indexes; a full one rolls the segment.
+        self.max_index_entries = max_index_bytes // _INDEX_ENTRY.size
         self.size = 0
         self.next_offset = base_offset
-        self.max_timestamp = -1
+        self.max_timestamp = NO_TIMESTAMP
+        # The last offset of the first batch holding `max_timestamp` (Kafka's
+        # offsetOfMaxTimestampSoFar for magic 2 batches).
+        self.offset_of_max_timestamp = base_offset
+        self.time_index = TimeIndex(base_offset, max_index_bytes)
         self.rolling_timestamp: int | None = None  # first batch's max timestamp
         # When the segment was created or, for one opened from disk, first appended to (the
         # caller's clock): segment.ms counts from here when the first batch has no timestamp.
@@ -288,6 +353,11 @@ class Segment:
     def can_hold(self, header: BatchHeader) -> bool:
         return header.last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET
 
+    @property
+    def index_full(self) -> bool:
+        """Whether the offset or the time index is full (Kafka's shouldRoll then rolls)."""
+        return len(self._index_offsets) >= self.max_index_entries or self.time_index.is_full
+
     def append(self, header: BatchHeader, batch: bytes) -> None:
         # Files first, memory after: an OSError (EMFILE opening the index, ENOSPC) leaves
         # this segment as it was. An index entry written for a batch that then was not is
@@ -295,22 +365,54 @@ class Segment:
         indexed = self._bytes_since_index_entry > self.index_interval_bytes or not (
             self._index_offsets
         )
-        if indexed:
-            self.store.append_index(
-                _INDEX_ENTRY.pack(header.last_offset - self.base_offset, self.size)
-            )
-        self.store.append(batch)
+        time_entry = b""
+        if indexed and not self.time_index.is_full:
+            # Kafka's LogSegment.append: the time index takes the largest timestamp so far,
+            # this batch's included, where the offset index takes an entry.
+            time_entry = self.time_index.maybe_append(*self._max_timestamp_with(header))
+        try:
+            if indexed:
+                self.store.append_index(
+                    _INDEX_ENTRY.pack(header.last_offset - self.base_offset, self.size)
+                )
+            if time_entry:
+                self.store.append_time_index(time_entry)
+            self.store.append(batch)
+        except BaseException:
+            if time_entry:
+                self.time_index.truncate_to(self.time_index.last_entry.offset)
+            raise
         if indexed:
             self._add_index_entry(header.last_offset, self.size, persist=False)
         self._account(header)
+
+    def _max_timestamp_with(self, header: BatchHeader) -> tuple[int, int]:
+        """(largest timestamp, the offset of its batch) once `header`'s batch is counted."""
+        if header.max_timestamp > self.max_timestamp:
+            return header.max_timestamp, header.last_offset
+        return self.max_timestamp, self.offset_of_max_timestamp
 
     def _account(self, header: BatchHeader) -> None:
         self.size += header.size
         self._bytes_since_index_entry += header.size
         self.next_offset = header.next_offset
-        self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
+        self.max_timestamp, self.offset_of_max_timestamp = self._max_timestamp_with(header)
         if self.rolling_timestamp is None:
             self.rolling_timestamp = header.max_timestamp
+
+    def seal(self) -> None:
+        """Writes the time index's last entry, the segment's largest timestamp (Kafka's
+        onBecomeInactiveSegment and close): done when the segment is rolled, closed or
+        swapped in by the cleaner, so a lookup past the last sparse entry starts at the
+        batch holding the segment's largest timestamp."""
+        entry = self._seal_time_index()
+        if entry:
+            self.store.append_time_index(entry)
+
+    def _seal_time_index(self) -> bytes:
+        return self.time_index.maybe_append(
+            self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+        )
 
     def _add_index_entry(self, last_offset: int, position: int, persist: bool) -> None:
         self._index_offsets.append(last_offset)
@@ -338,6 +440,14 @@ class Segment:
             if header.size < HEADER_SIZE:
                 return
             position += header.size
+
+    def timestamp_scan_position(self, target: int, start_offset: int) -> int:
+        """Where a search for the first record whose timestamp is at least `target`, at or
+        after `start_offset`, may start reading batches (Kafka's findOffsetByTimestamp): at
+        the batch of the last time index entry not above `target` (every record before it
+        has a smaller timestamp)."""
+        entry = self.time_index.lookup(target)
+        return self.lookup(max(entry.offset, start_offset))
 
     def find(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= `offset`."""
@@ -404,13 +514,23 @@ class Segment:
         return self._reload(validate)
 
     def load(self) -> None:
-        """Opens an existing segment trusting its bytes; the index is rebuilt if missing or
-        inconsistent."""
+        """Opens an existing segment trusting its bytes; the indexes are rebuilt if missing
+        or inconsistent (Kafka's sanityCheck failing: a warning, then the rebuild)."""
         stored = self.store.read_index()
-        self._reload(validate=False, stored_index=stored, keep_damage=True)
+        stored_time_index = self.store.read_time_index()
+        self._reload(
+            validate=False,
+            stored_index=stored,
+            stored_time_index=stored_time_index,
+            keep_damage=True,
+        )
 
     def _reload(
-        self, validate: bool, stored_index: bytes | None = None, keep_damage: bool = False
+        self,
+        validate: bool,
+        stored_index: bytes | None = None,
+        stored_time_index: bytes | None = None,
+        keep_damage: bool = False,
     ) -> int:
         """`keep_damage`: a malformed batch is left in place (a segment below the recovery
         point was flushed whole: damage there is corruption, not a torn write, and deleting
@@ -420,7 +540,9 @@ class Segment:
             self.created_ms = None  # emptied: its time starts again (Kafka's truncateTo)
         self.size = 0
         self.next_offset = self.base_offset
-        self.max_timestamp = -1
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.time_index.clear()
         self.rolling_timestamp = None
         self._index_offsets.clear()
         self._index_positions.clear()
@@ -451,6 +573,8 @@ class Segment:
                 break
             if self._bytes_since_index_entry > self.index_interval_bytes or not self._index_offsets:
                 self._add_index_entry(header.last_offset, position, persist=False)
+                if not self.time_index.is_full:
+                    self.time_index.maybe_append(*self._max_timestamp_with(header))
             self._account(header)
             position += header.size
         dropped = len(data) - position
@@ -462,7 +586,28 @@ class Segment:
         rebuilt = self._index_bytes()
         if stored_index is None or stored_index != rebuilt:
             self.store.write_index(rebuilt)
+        self._reload_time_index(stored_time_index if keep_damage else None, checked=keep_damage)
         return dropped
+
+    def _reload_time_index(self, stored: bytes | None, checked: bool) -> None:
+        """Writes the time index rebuilt from the batches, sealed (its last entry the
+        segment's largest timestamp), unless `stored` holds it already. `checked` (a
+        segment opened below the recovery point, whose index Kafka would trust): a stored
+        index that is missing or is not the rebuilt one is named in a warning."""
+        unsealed = self.time_index.encode()
+        self._seal_time_index()
+        rebuilt = self.time_index.encode()
+        if stored is not None and stored in (rebuilt, unsealed):
+            if stored != rebuilt:  # written by appends that no roll or close sealed
+                self.store.append_time_index(rebuilt[len(stored) :])
+            return
+        if checked and (stored is not None or self.size):
+            logger.warning(
+                "segment %020d: rebuilding its time index: %s",
+                self.base_offset,
+                "the file is missing" if stored is None else _time_index_damage(stored, self),
+            )
+        self.store.write_time_index(rebuilt)
 
     def _index_bytes(self) -> bytes:
         return b"".join(
@@ -479,6 +624,15 @@ class Segment:
     def delete(self) -> None:
         self.deleted = True
         self.store.delete()
+
+
+def _time_index_damage(stored: bytes, segment: Segment) -> str:
+    """Why `stored` is not `segment`'s time index, for the warning."""
+    try:
+        TimeIndex.decode(stored, segment.base_offset)
+    except CorruptTimeIndexError as error:
+        return f"it is corrupt: {error}"
+    return "its entries do not match the segment's batches"
 
 
 def _whole_header(data: bytes, position: int) -> BatchHeader:

@@ -2,7 +2,8 @@
 DumpLogSegments.dumpLog), so what one knows from Kafka's tool reads the same here: one line
 per batch, and with `print_data_log` (or `deep_iteration`) one `| offset: ...` line per
 record. A producer state snapshot (`N.snapshot`) is printed one line per producer, as
-DumpLogSegments.dumpProducerIdSnapshot does.
+DumpLogSegments.dumpProducerIdSnapshot does, a time index (`N.timeindex`) one line per entry
+as dumpTimeIndex does.
 
 Pure: bytes in, lines out (`kcore dump-log` reads the files). Where Kafka's tool would stop
 with a stack trace (a batch whose records cannot be read, an impossible batch size) this one
@@ -32,8 +33,18 @@ from kcore.log._producer_snapshot import (
     SnapshotEntry,
     decode_snapshot,
 )
+from kcore.log._time_index import ENTRY_SIZE, decode_entries
 
-__all__ = ["SNAPSHOT_SUFFIX", "CorruptSnapshotError", "dump_log", "dump_producer_snapshot"]
+TIME_INDEX_SUFFIX = ".timeindex"
+
+__all__ = [
+    "SNAPSHOT_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "CorruptSnapshotError",
+    "dump_log",
+    "dump_producer_snapshot",
+    "dump_time_index",
+]
 
 _MAX_INT = 2**31 - 1
 _HEADER_UP_TO_MAGIC = 17  # Kafka's FileLogInputStream stops when fewer bytes remain
@@ -206,3 +217,19 @@ def _snapshot_line(entry: SnapshotEntry) -> str:
             f"timestamp: {entry.timestamp}"
         )
     return line
+
+
+def dump_time_index(data: bytes, file_name: str) -> Iterator[str]:
+    """The lines Kafka's tool prints for the time index `file_name` holding `data`: one
+    `timestamp: T offset: O` per entry, stopping at an entry naming the base offset again
+    after the first (Kafka's: the zeroes of a preallocated file a crash left). Kafka's
+    tool also checks each entry against the segment's batches; this one reads the index
+    alone, and names trailing bytes short of an entry instead."""
+    base = file_name.partition(".")[0]
+    base_offset = int(base) if base.isdigit() else 0
+    for slot, entry in enumerate(decode_entries(data, base_offset)):
+        if slot > 0 and entry.offset == base_offset:
+            return
+        yield f"timestamp: {entry.timestamp} offset: {entry.offset}"
+    if len(data) % ENTRY_SIZE:
+        yield f"Found {len(data) % ENTRY_SIZE} invalid bytes at the end of {file_name}"

@@ -11,6 +11,8 @@ Kafka rules name Kafka's.
 - `prometheus_series` / `prometheus_families`: the naming (pure); `MetricsCollector`,
   `prometheus_registry`, `exposition`: prometheus-client's side.
 - `HttpListener`, `metrics_route`: the Trio HTTP server.
+- `console_route`: the web console at `/` (`render_console`, pure; `console_state`, what it
+  gathers from the broker; `StateChangeLog`, the broker's recent state changes).
 """
 
 from kcore.metrics._broker import (
@@ -21,6 +23,8 @@ from kcore.metrics._broker import (
     register_broker_metrics,
     replica_counts,
 )
+from kcore.metrics._console import ConsoleState, render_console
+from kcore.metrics._console_data import StateChangeLog, console_route, console_state
 from kcore.metrics._http import (
     HttpError,
     HttpRequest,
@@ -52,6 +56,7 @@ from kcore.metrics._topic_stats import BrokerTopicStats
 __all__ = [
     "QUANTILE_LABELS",
     "BrokerTopicStats",
+    "ConsoleState",
     "HttpError",
     "HttpListener",
     "HttpRequest",
@@ -61,6 +66,9 @@ __all__ = [
     "PrometheusSeries",
     "ReplicaCounts",
     "RequestMetrics",
+    "StateChangeLog",
+    "console_route",
+    "console_state",
     "controller_counts",
     "encode_response",
     "error_codes_in",
@@ -76,6 +84,7 @@ __all__ = [
     "prometheus_registry",
     "prometheus_series",
     "register_broker_metrics",
+    "render_console",
     "replica_counts",
     "request_name",
 ]

@@ -200,6 +200,7 @@ class KafkaApis:
             self.metadata_cache.update(update)
             self._metadata_updated.set()
             self._metadata_updated = trio.Event()
+            await self.replica_manager.stop_stray_replicas(update)
         return to_wire(UpdateMetadataResponse(error))
 
     async def handle_leader_and_isr(self, request: transport.Request) -> Any:

@@ -30,10 +30,20 @@ from kcore.common import Broker, EndPoint, TopicPartition
 from kcore.config._unsupported import security_protocols
 from kcore.controller.controller import KafkaController
 from kcore.coordinator.group import GroupConfig, GroupCoordinatorCore, uuid_member_ids
-from kcore.metrics import HttpListener, RequestMetrics, metrics_route, register_broker_metrics
+from kcore.log_context import broker_logging, controller_logging
+from kcore.metrics import (
+    HttpListener,
+    RequestMetrics,
+    StateChangeLog,
+    console_route,
+    metrics_route,
+    register_broker_metrics,
+)
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
 from kcore.security import BrokerTls, principal
+from kcore.security.sasl import BrokerSasl
+from kcore.security.sasl_network import SaslNetwork
 from kcore.server.apis import KafkaApis
 from kcore.server.config_changes import ConfigChangeListener
 from kcore.server.controlled_shutdown import movable_partitions
@@ -45,6 +55,7 @@ from kcore.server.log_dir_failure import LogDirFailureChannel
 from kcore.server.log_manager import LogManager, MemoryLogStorage
 from kcore.server.metadata_cache import MetadataCache
 from kcore.server.replica_manager import ReplicaManager
+from kcore.server.sasl_authenticator import SaslAuthenticator
 from kcore.wire import WireError, from_wire, to_wire
 from kcore.zk_client import KafkaZkClient, ZooKeeperError, open_kafka_zk_client
 
@@ -121,9 +132,14 @@ class BrokerServer:
     _controlled_shutdown_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
     # TLS contexts of its SSL listeners and inter-broker connections, built at start-up.
     _tls: BrokerTls = attrs.field(factory=BrokerTls, init=False)
+    # SASL on its SASL listeners and inter-broker connections, built at start-up.
+    _sasl: SaslAuthenticator | None = attrs.field(default=None, init=False)
+    # Its recent state changes, for the web console (`http.listener`'s /).
+    state_changes: StateChangeLog = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self.metadata_cache = MetadataCache(self.config.broker_id)
+        self.state_changes = StateChangeLog(self.config.broker_id)
         self.dynamic_config = DynamicBrokerConfig(self.config)
         if self.node_name is None:
             self.node_name = f"broker-{self.config.broker_id}"
@@ -143,13 +159,34 @@ class BrokerServer:
         `task_status.started(self)` once it is registered and its controller runs.
 
         When its log dir fails, the broker stops serving, closes its ZooKeeper session (so
-        the controller moves its leaderships at once) and raises KafkaStorageError."""
+        the controller moves its leaderships at once) and raises KafkaStorageError.
+
+        Whatever its tasks log names it (`kcore.log_context`)."""
+        # The web console's recent state changes: kept only while it runs, and only when
+        # it has a console to show them on.
+        console = self.config.http_listener_address is not None
+        if console:
+            self.state_changes.attach()
+        try:
+            with broker_logging(self.broker_id):
+                await self._run(task_status)
+        finally:
+            if console:
+                self.state_changes.detach()
+
+    async def _run(self, task_status: trio.TaskStatus[BrokerServer]) -> None:
         self.state = BrokerState.STARTING
         network = self.network.node(self.node_name)
         try:
             # Bad key material (or TLS on a network without it) stops the broker here.
             self._tls = BrokerTls.from_config(self.config.values)
             self._tls.check_network(network)
+            self._sasl = SaslAuthenticator(
+                BrokerSasl.from_config(self.config.values),
+                self._listener_of,
+                random.Random(self.rng.getrandbits(64)),
+                self.config.get("connection.failed.authentication.delay.ms") / 1000,
+            )
             async with open_kafka_zk_client(
                 self.config.zookeeper_connect,
                 session_timeout=self.config.zookeeper_session_timeout_ms / 1000,
@@ -192,7 +229,7 @@ class BrokerServer:
             self.broker_id,
             zk_client,
             LogManager(self.config.log_dirs, memory=self.log_storage),
-            self._tls.inter_broker_network(network),
+            self._inter_broker_network(network),
             random.Random(self.rng.getrandbits(64)),
             broker_epoch=lambda: self.broker_epoch,
             wall_clock_ms=lambda: int(self.clock() * 1000),
@@ -219,11 +256,14 @@ class BrokerServer:
                 if self.controller is not None and self.controller.is_active:
                     self.controller.enable_topic_unclean_leader_election(topic)
 
+            scram_credentials = self._sasl.credentials
+            await scram_credentials.load(zk_client)
             config_changes = ConfigChangeListener(
                 zk_client,
                 on_topic_config_change,
                 wall_clock_ms=lambda: int(self.clock() * 1000),
                 on_broker_config_change=config.process_config_change,
+                on_user_config_change=lambda user: scram_credentials.reload(zk_client, user),
             )
             await supervisor.start(config_changes.run, name="config-changes")
             self.endpoints = await self._start_listeners(supervisor, network)
@@ -232,7 +272,7 @@ class BrokerServer:
             controller = self.controller = KafkaController(
                 attrs.evolve(broker, epoch=self.broker_epoch),
                 zk_client,
-                self._tls.inter_broker_network(network),
+                self._inter_broker_network(network),
                 self.rng,
                 self.metrics,
                 request_timeout=self.config.controller_socket_timeout_ms / 1000,
@@ -243,7 +283,10 @@ class BrokerServer:
             # Brokers talk to each other over their first listener (kcore.config refuses any
             # other inter-broker listener), whatever its name.
             controller.channel.listener_name = self.endpoints[0].listener_name
-            await supervisor.start(controller.run, name="controller")
+            with controller_logging(
+                self.broker_id, lambda: controller.epoch if controller.is_active else None
+            ):
+                await supervisor.start(controller.run, name="controller")
             group_coordinator = self._group_coordinator(replica_manager)
             await supervisor.start(group_coordinator.run, name="group-coordinator")
             register_broker_metrics(
@@ -251,7 +294,14 @@ class BrokerServer:
                 controller=controller, group_coordinator=group_coordinator.core,
             )  # fmt: skip
             if self.config.http_listener_address is not None:
-                http = HttpListener({"/metrics": metrics_route(self.metrics)}, self.node_name)
+                routes = {
+                    "/metrics": metrics_route(self.metrics),
+                    "/": console_route(
+                        self, group_coordinator=group_coordinator.core,
+                        state_changes=self.state_changes,
+                    ),
+                }  # fmt: skip
+                http = HttpListener(routes, self.node_name)
                 self.http_address = await supervisor.start(
                     http.serve, *self.config.http_listener_address, name="http-listener"
                 )
@@ -306,8 +356,10 @@ class BrokerServer:
     def _enable_request_processing(self, apis: KafkaApis) -> None:
         # Kafka's RequestMetrics, around the handlers of both protocols.
         measured = RequestMetrics(self.metrics).instrument
+        # SASL listeners serve nothing but ApiVersions and SASL until authenticated.
+        guard = self._sasl.guard if self._sasl is not None else dict
         self._request_server = transport.RpcServer(
-            measured(apis.handlers(), kafka_protocol=False),
+            measured(guard(apis.handlers()), kafka_protocol=False),
             name=self.node_name,
             # Kafka's socket.request.max.bytes: a larger request closes its connection. The
             # transport holds responses to the same bound (Kafka does not), so it must stay
@@ -319,7 +371,7 @@ class BrokerServer:
             max_queued_bytes=self.config.queued_max_request_bytes,
             # Every listener speaks Kafka's protocol too; a connection's first frame says which.
             foreign_protocol=KafkaProtocol(
-                measured(KafkaProtocolApis(apis).handlers(), kafka_protocol=True)
+                measured(guard(KafkaProtocolApis(apis).handlers()), kafka_protocol=True)
             ),
             on_connect=self._identify_peer,
         )
@@ -331,10 +383,30 @@ class BrokerServer:
         peer = connection.context["principal"] = principal(connection.peer_certificate)
         logger.debug("Broker %d: connection from %s, principal %s",
                      self.broker_id, connection.peer_name, peer)  # fmt: skip
+        if self._sasl is not None:
+            self._sasl.on_connect(connection)  # SASL listeners: the principal comes from SASL
+
+    def _listener_of(self, connection: transport.ServerConnection) -> str | None:
+        """The name of the listener a connection came in on (by the port it reached)."""
+        port = connection.connection.local_address[1]
+        return next((e.listener_name for e in self.endpoints if e.port == port), None)
+
+    def _inter_broker_network(self, network: transport.Network) -> transport.Network:
+        """How this broker reaches other brokers: in TLS when the inter-broker listener is
+        SSL, authenticated with its own credentials when it is a SASL one."""
+        network = self._tls.inter_broker_network(network)
+        credentials = self._sasl.sasl.inter_broker if self._sasl is not None else None
+        if credentials is None:
+            return network
+        client_id = f"broker-{self.broker_id}"
+        return SaslNetwork(network, credentials, random.Random(self.rng.getrandbits(64)), client_id)
 
     async def _handle_connection(self, connection: transport.MessageConnection) -> None:
-        await self._processing_requests.wait()
-        await self._request_server.handle_connection(connection)
+        # A simulated network runs the connection's task in the connecting side's task tree:
+        # what the requests' handling logs is this broker's all the same.
+        with broker_logging(self.broker_id):
+            await self._processing_requests.wait()
+            await self._request_server.handle_connection(connection)
 
     async def _stop_after_log_dir_failure(
         self, zk_client: KafkaZkClient, log_dir: str, cause: BaseException
@@ -530,7 +602,7 @@ class BrokerServer:
         self, endpoint: EndPoint, timeout: float
     ) -> ControlledShutdownResponse:
         async with transport.open_rpc_client(
-            self._tls.inter_broker_network(self.network.node(self.node_name)),
+            self._inter_broker_network(self.network.node(self.node_name)),
             (endpoint.host, endpoint.port),
             client_id=f"broker-{self.broker_id}-controlled-shutdown",
             rng=self.rng,

@@ -40,6 +40,8 @@ class ConfigChangeListener:
     wall_clock_ms: Callable[[], int]
     # Called with the entity's name (`<default>`, or a broker id) of a broker config change.
     on_broker_config_change: Callable[[str], Awaitable[None]] | None = None
+    # Called with the user's name of a user config change (SCRAM credentials).
+    on_user_config_change: Callable[[str], Awaitable[None]] | None = None
     last_processed: int = -1
     _changed: trio.Event = attrs.field(factory=trio.Event, init=False)
 
@@ -95,6 +97,9 @@ class ConfigChangeListener:
         elif entity_type == "brokers" and name and self.on_broker_config_change is not None:
             logger.info("Processing config change notification for brokers/%s", name)
             await self.on_broker_config_change(name)
+        elif entity_type == "users" and name and self.on_user_config_change is not None:
+            logger.info("Processing config change notification for users/%s", name)
+            await self.on_user_config_change(name)
         else:
-            # User and client configs (quotas, SCRAM) are not dynamic in kcore yet.
+            # Client and IP configs (quotas) are not dynamic in kcore yet.
             logger.info("Ignoring config change notification for %s", entity_path)

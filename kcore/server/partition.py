@@ -32,7 +32,6 @@ from kcore.log import (
     UNDEFINED_EPOCH,
     UNDEFINED_EPOCH_OFFSET,
     TimestampAndOffset,
-    first_at_or_after,
     max_timestamp,
     parse_header,
 )
@@ -416,8 +415,13 @@ class Partition:
     ) -> TimestampAndOffset | None:
         """ListOffsets by timestamp: the first record whose timestamp is at least `target`
         (MAX_TIMESTAMP: the record with the largest), below the high watermark for a
-        consumer. kcore keeps no time index: the batch headers are scanned from the log
-        start, and only the batch holding the answer is decoded."""
+        consumer. A timestamp is looked up in the time index of the first segment that
+        reaches it, and only the batches from its entry on are read; MAX_TIMESTAMP still
+        scans the batch headers from the log start."""
+        if target != MAX_TIMESTAMP:
+            return self.log.offset_for_timestamp(
+                target, self.high_watermark if up_to_high_watermark else None
+            )
         offset = self.log_start_offset
         batches: list[bytes] = []
         while True:
@@ -426,14 +430,9 @@ class Partition:
             )
             if not found:
                 break
-            if target == MAX_TIMESTAMP:
-                batches += found
-            else:
-                hit = first_at_or_after(found, target, self.log_start_offset)
-                if hit is not None:
-                    return hit
+            batches += found
             offset = parse_header(found[-1]).next_offset
-        return max_timestamp(batches, self.log_start_offset) if target == MAX_TIMESTAMP else None
+        return max_timestamp(batches, self.log_start_offset)
 
     # -- the follower's side -------------------------------------------------------------
 

@@ -44,8 +44,10 @@ from kcore.protocol.control import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     PartitionError,
+    StopReplicaPartitionState,
     StopReplicaRequest,
     StopReplicaResponse,
+    UpdateMetadataRequest,
 )
 from kcore.protocol.data import (
     EARLIEST_TIMESTAMP,
@@ -543,6 +545,39 @@ class ReplicaManager:
         self.fetcher_manager.add_fetcher_for_partitions(to_fetch)
 
     # -- StopReplica ---------------------------------------------------------------------------
+
+    async def stop_stray_replicas(self, update: UpdateMetadataRequest) -> None:
+        """Beyond Kafka's ZooKeeper mode (KRaft brokers do it from the metadata log): a
+        replica this broker hosts that the controller's metadata, at a newer leader epoch,
+        no longer lists here was removed (a reassignment) while the StopReplica could not
+        reach this broker; it is stopped and deleted as that StopReplica would have done,
+        so it cannot go on believing it leads."""
+        stray = []
+        for state in update.partition_states:
+            partition = self.partitions.get(TopicPartition(state.topic, state.partition))
+            if (
+                partition is not None
+                and self.broker_id not in state.replicas
+                and state.leader_epoch > partition.leader_epoch
+            ):
+                stray.append(
+                    StopReplicaPartitionState(
+                        state.topic, state.partition, state.leader_epoch, delete_partition=True
+                    )
+                )
+        if not stray:
+            return
+        state_change_logger.warning(
+            "Broker %d deletes its replicas of %s: the controller's metadata no longer lists "
+            "it among their replicas (removed while it could not be told)",
+            self.broker_id,
+            [f"{s.topic}-{s.partition}" for s in stray],
+        )
+        await self.stop_replicas(
+            StopReplicaRequest(
+                update.controller_id, update.controller_epoch, update.broker_epoch, tuple(stray)
+            )
+        )
 
     async def stop_replicas(self, request: StopReplicaRequest) -> StopReplicaResponse:
         async with self._state_lock:

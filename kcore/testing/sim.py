@@ -117,8 +117,9 @@ EXPECTED_UNDER_FAULTS = (
     ),
     ExpectedLog(
         "kcore.client.producer",
-        r"record\(s\) for \S+ failed: broker \d+ is not the leader of ",
-        "a produce to a broker the controller named leader but could not tell (cut off)",
+        r"record\(s\) for \S+ failed: broker \d+ (is not the leader of |does not host "
+        r"|answered NOT_LEADER_OR_FOLLOWER |answered NOT_ENOUGH_REPLICAS_AFTER_APPEND )",
+        "a produce whose leader moved, or whose ISR shrank, until its delivery timeout",
     ),
     ExpectedLog(
         "kcore.client.",
@@ -153,13 +154,24 @@ EXPECTED_UNDER_FAULTS = (
     ExpectedLog(
         "kcore.server.apis",
         # 11 STALE_CONTROLLER_EPOCH, 77 STALE_BROKER_EPOCH
-        r"refuses (UpdateMetadata|LeaderAndIsr) from controller \d+ epoch \d+ \(error (11|77)\)",
+        r"refuses (UpdateMetadata|LeaderAndIsr|StopReplica) from controller \d+ epoch \d+ "
+        r"\(error (11|77)\)",
         "a request from a deposed controller, or for an expired broker session",
     ),
     ExpectedLog(
         "kcore.server.apis",
         r"^Number of alive brokers '\d+' does not meet the required replication factor",
         "a group's first FindCoordinator while brokers are down (the offsets topic waits)",
+    ),
+    ExpectedLog(
+        "kcore.state.change",
+        r"deletes its replicas of .*: the controller's metadata no longer lists it",
+        "a replica reassigned away while its broker was cut off, removed once it hears",
+    ),
+    ExpectedLog(
+        "kcore.server.controller_epochs",
+        r"cannot verify \w+ from \S+ \(controller \d+, epoch \d+\): ZooKeeper did not answer",
+        "a new controller's request while this broker cannot reach ZooKeeper (it retries)",
     ),
     ExpectedLog(
         "kcore.coordinator.group",

@@ -349,8 +349,6 @@ def test_bad_topic_config_is_invalid_config_error(key: str, value: str) -> None:
             {"advertised.listeners": "PLAINTEXT://kafka.example.com:9092"},
             "advertised.listeners=PLAINTEXT://kafka.example.com:9092",
         ),
-        ({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9094"}, "listeners=SASL_SSL://:9094"),
-        ({"listeners": "SASL_PLAINTEXT://:9095"}, "listeners=SASL_PLAINTEXT://:9095"),
         ({"inter.broker.listener.name": "REPLICATION"}, "inter.broker.listener.name=REPLICATION"),
     ],
 )

@@ -220,3 +220,38 @@ def _gone(cluster):
         )
 
     return gone
+
+
+async def test_a_replica_reassigned_away_while_its_broker_was_cut_off_is_deleted_once_it_hears(
+    autojump_clock,
+):
+    """The StopReplica for a removed replica cannot reach a broker that is cut off (its
+    session expires, the controller drops what it had queued for it); when the broker is
+    back it still hosts the partition and believes it leads it. The controller's metadata no
+    longer lists it there, at a newer leader epoch: it deletes the replica (beyond Kafka's
+    ZooKeeper mode, as KRaft brokers do)."""
+    async with open_cluster(brokers=4, seed=43, broker_config=BROKER_CONFIG) as cluster:
+        controller = await cluster.wait_for_controller(timeout=30)
+        others = [b for b in (1, 2, 3, 4) if b != controller]
+        cut_off, stays = others[0], others[1:]
+        async with cluster.admin() as admin:
+            await admin.create_topic("t", assignments={0: [cut_off, *stays[:1], controller]})
+            cluster.network.isolate(broker_node(cut_off))
+            # Its session expires and another replica leads.
+            await wait_for(lambda: _led_by_other_than(cluster, cut_off), timeout=60)
+            target = [stays[1], stays[0], controller]
+            await admin.alter_partition_reassignments({T0: target})
+            await wait_for(lambda: _assigned(cluster, target), timeout=60)
+        assert cluster.brokers[cut_off].replica_manager.partition(T0) is not None  # a stray
+        cluster.network.heal()
+        await wait_for(lambda: not _hosts(cluster, cut_off), timeout=60)
+
+
+async def _led_by_other_than(cluster, broker_id: int) -> bool:
+    state = await partition_state(cluster, T0)
+    return state["leader"] not in (-1, broker_id)
+
+
+async def _assigned(cluster, replicas: list[int]) -> bool:
+    znode = await _topic_znode(cluster)
+    return znode["partitions"]["0"] == replicas and not znode.get("adding_replicas")

@@ -65,6 +65,10 @@ class KafkaCluster:
     zookeeper: subprocess.Popen
     # How the helpers here reach brokers whose listeners are SSL (None: plain TCP).
     ssl_context: ssl.SSLContext | None = None
+    # The (username, password) the helpers here authenticate with (SASL/PLAIN) on SASL
+    # listeners (None: they do not).
+    sasl_plain: tuple[str, str] | None = None
+    zookeeper_address: str = ""
 
     @property
     def bootstrap_servers(self) -> str:
@@ -87,9 +91,11 @@ def start_cluster(
     listener: str = "PLAINTEXT",
     extra_config: str = "",
     ssl_context: ssl.SSLContext | None = None,
+    sasl_plain: tuple[str, str] | None = None,
 ) -> KafkaCluster:
     """`listener` names the brokers' one listener (an SSL one needs its `ssl.*` settings in
-    `extra_config`, server.properties lines, and `ssl_context` for the helpers here)."""
+    `extra_config`, server.properties lines, and `ssl_context` for the helpers here; a SASL
+    one its `sasl.*` settings, and a PLAIN user for the helpers, `sasl_plain`)."""
     zookeeper = subprocess.Popen(
         [sys.executable, "-m", "zkstub", "serve", "--host", "127.0.0.1", "--port", "0"],
         stdout=subprocess.PIPE,
@@ -110,13 +116,15 @@ def start_cluster(
             "group.initial.rebalance.delay.ms=0\n" + extra_config
         )
         brokers[broker_id] = BrokerProcess(broker_id, config)
-    cluster = KafkaCluster(brokers, zookeeper, ssl_context)
+    cluster = KafkaCluster(brokers, zookeeper, ssl_context, sasl_plain, zk_address)
     try:
         for broker in brokers.values():
             broker.start()
         for broker in brokers.values():
             wait_for(
-                lambda broker=broker: _knows_the_cluster(broker.address, set(brokers), ssl_context),
+                lambda broker=broker: _knows_the_cluster(
+                    broker.address, set(brokers), ssl_context, sasl_plain
+                ),
                 f"broker {broker.broker_id}'s metadata to name every broker and a controller",
             )
     except BaseException:
@@ -126,14 +134,17 @@ def start_cluster(
 
 
 def _knows_the_cluster(
-    address: str, broker_ids: set[int], ssl_context: ssl.SSLContext | None = None
+    address: str,
+    broker_ids: set[int],
+    ssl_context: ssl.SSLContext | None = None,
+    sasl_plain: tuple[str, str] | None = None,
 ) -> bool:
     """Whether a Metadata request to `address` (Kafka's protocol) names every broker and a
     controller: a broker listens before the controller has told it who the others are, and
     a client's first metadata may come from any broker."""
     from kcore.protocol import kafka as codec
 
-    with _connect(address, ssl_context) as sock:
+    with _connect(address, ssl_context, sasl_plain) as sock:
         sock.sendall(codec.encode_request(3, 1, 1, "interop-setup", {"topics": []}))
         (size,) = struct.unpack(">i", _receive(sock, 4))
         _, metadata = codec.decode_response(3, 1, _receive(sock, size))
@@ -141,20 +152,42 @@ def _knows_the_cluster(
     return known == broker_ids and metadata["controller_id"] in broker_ids
 
 
-def _connect(address: str, ssl_context: ssl.SSLContext | None) -> socket.socket:
+def _connect(
+    address: str, ssl_context: ssl.SSLContext | None, sasl_plain: tuple[str, str] | None = None
+) -> socket.socket:
     host, port = address.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=10)
-    if ssl_context is None:
-        return sock
-    return ssl_context.wrap_socket(sock, server_hostname=host)
+    if ssl_context is not None:
+        sock = ssl_context.wrap_socket(sock, server_hostname=host)
+    if sasl_plain is not None:
+        _authenticate_plain(sock, *sasl_plain)
+    return sock
 
 
-def _metadata(address: str, topics: list[str], ssl_context: ssl.SSLContext | None = None) -> dict:
+def _authenticate_plain(sock: socket.socket, username: str, password: str) -> None:
+    """SaslHandshake v1 and SaslAuthenticate v0 with SASL/PLAIN, as librdkafka sends them."""
+    from kcore.protocol import kafka as codec
+
+    token = b"\0" + username.encode() + b"\0" + password.encode()
+    for api_key, body in ((17, {"mechanism": "PLAIN"}), (36, {"auth_bytes": token})):
+        sock.sendall(codec.encode_request(api_key, int(api_key == 17), 1, "interop-setup", body))
+        (size,) = struct.unpack(">i", _receive(sock, 4))
+        _, answer = codec.decode_response(api_key, int(api_key == 17), _receive(sock, size))
+        if answer["error_code"]:
+            raise ConnectionError(f"SASL/PLAIN as {username} refused: {answer}")
+
+
+def _metadata(
+    address: str,
+    topics: list[str],
+    ssl_context: ssl.SSLContext | None = None,
+    sasl_plain: tuple[str, str] | None = None,
+) -> dict:
     """A Metadata v1 answer of the broker at `address` (Kafka's protocol) for `topics`."""
     from kcore.protocol import kafka as codec
 
     asked = {"topics": [{"name": t} for t in topics]}
-    with _connect(address, ssl_context) as sock:
+    with _connect(address, ssl_context, sasl_plain) as sock:
         sock.sendall(codec.encode_request(3, 1, 1, "interop-setup", asked))
         (size,) = struct.unpack(">i", _receive(sock, 4))
         _, metadata = codec.decode_response(3, 1, _receive(sock, size))
@@ -170,7 +203,9 @@ def wait_until_every_broker_knows(cluster: KafkaCluster, topic: str, partitions:
         for broker in cluster.brokers.values():
             if broker.process is None or broker.process.poll() is not None:
                 continue
-            (described,) = _metadata(broker.address, [topic], cluster.ssl_context)["topics"]
+            (described,) = _metadata(
+                broker.address, [topic], cluster.ssl_context, cluster.sasl_plain
+            )["topics"]
             leaders = [p["leader_id"] for p in described["partitions"]]
             if described["error_code"] or len(leaders) != partitions or min(leaders) < 0:
                 return False
