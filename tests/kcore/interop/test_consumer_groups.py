@@ -152,10 +152,16 @@ def test_kafka_python_and_aiokafka_consume_in_groups(kafka_cluster, require_clie
     _produce(kafka_cluster, topic, values)
 
     consumer = KafkaConsumer(
-        topic, bootstrap_servers=kafka_cluster.bootstrap_servers, group_id="kafka-python",
+        bootstrap_servers=kafka_cluster.bootstrap_servers, group_id="kafka-python",
         auto_offset_reset="earliest", enable_auto_commit=False,
     )  # fmt: skip
     try:
+        # Subscribed before its metadata names the topic, kafka-python joins, assigns itself
+        # nothing ("No partition metadata"), rejoins once the metadata comes, and in some
+        # full-suite runs then went silent, no fetch and no heartbeat, until the group
+        # dropped it: join once the topic is known, as its own examples do.
+        wait_for(lambda: consumer.partitions_for_topic(topic), "kafka-python's metadata to name it")
+        consumer.subscribe([topic])
         read: list[bytes] = []
 
         def kafka_python_read() -> bool:
