@@ -194,6 +194,23 @@ async def _isr_is(cluster, isr):
     return (await partition_state(cluster, TP))["isr"] == isr
 
 
+async def _kill_the_only_in_sync_replica(cluster) -> tuple[int, list[int]]:
+    """The leader of t-0 alone in its ISR, holding a record its followers lack, killed (the
+    network healed after): returns the dead leader and the out-of-sync followers."""
+    leader = await _leader(cluster)
+    followers = [b for b in (1, 2, 3) if b != leader]
+    async with cluster.producer(acks="1") as producer:
+        await _produce(producer, [b"replicated"])
+        await wait_for_identical_replicas(cluster, TP, [1, 2, 3])
+        for follower in followers:
+            cluster.network.partition(broker_node(leader), broker_node(follower))
+        await _produce(producer, [b"only-on-the-leader"])
+        await wait_for(lambda: _isr_is(cluster, [leader]), timeout=LAG_MS / 1000 * 3)
+    await cluster.kill_broker(leader)
+    cluster.network.heal()
+    return leader, followers
+
+
 @pytest.mark.parametrize("unclean", [False, True])
 async def test_unclean_election_only_when_enabled(autojump_clock, unclean):
     async with open_cluster(brokers=3, seed=16, broker_config=BROKER_CONFIG) as cluster:
@@ -205,17 +222,7 @@ async def test_unclean_election_only_when_enabled(autojump_clock, unclean):
                 "unclean.leader.election.enable": str(unclean).lower(),
             },
         )
-        leader = await _leader(cluster)
-        followers = [b for b in (1, 2, 3) if b != leader]
-        async with cluster.producer(acks="1") as producer:
-            await _produce(producer, [b"replicated"])
-            await wait_for_identical_replicas(cluster, TP, [1, 2, 3])
-            for follower in followers:
-                cluster.network.partition(broker_node(leader), broker_node(follower))
-            await _produce(producer, [b"only-on-the-leader"])
-            await wait_for(lambda: _isr_is(cluster, [leader]), timeout=LAG_MS / 1000 * 3)
-        await cluster.kill_broker(leader)
-        cluster.network.heal()
+        leader, followers = await _kill_the_only_in_sync_replica(cluster)
         controller = await cluster.wait_for_controller(timeout=30)
         if unclean:
             state = await wait_for(lambda: _led_by_one_of(cluster, followers), timeout=60)
@@ -245,17 +252,7 @@ async def test_enabling_unclean_election_elects_a_partition_left_offline(autojum
     async with open_cluster(brokers=3, seed=16, broker_config=BROKER_CONFIG) as cluster:
         await cluster.wait_for_controller(timeout=30)
         await _create(cluster, config={"min.insync.replicas": "1"})
-        leader = await _leader(cluster)
-        followers = [b for b in (1, 2, 3) if b != leader]
-        async with cluster.producer(acks="1") as producer:
-            await _produce(producer, [b"replicated"])
-            await wait_for_identical_replicas(cluster, TP, [1, 2, 3])
-            for follower in followers:
-                cluster.network.partition(broker_node(leader), broker_node(follower))
-            await _produce(producer, [b"only-on-the-leader"])
-            await wait_for(lambda: _isr_is(cluster, [leader]), timeout=LAG_MS / 1000 * 3)
-        await cluster.kill_broker(leader)
-        cluster.network.heal()
+        leader, followers = await _kill_the_only_in_sync_replica(cluster)
         await cluster.wait_for_controller(timeout=30)
         await wait_for(lambda: _leaderless(cluster), timeout=60)
         async with cluster.admin() as admin:
