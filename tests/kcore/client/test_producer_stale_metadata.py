@@ -87,11 +87,15 @@ async def test_a_stale_metadata_answer_does_not_send_retries_back_to_the_old_lea
     produces = [broker for broker, _ in cluster.requests_of(ApiKey.PRODUCE)]
     metadata_from_stale_broker = [b for b, _ in cluster.requests_of(ApiKey.METADATA) if b == 3]
     assert metadata_from_stale_broker  # the producer did ask the stale broker
-    # One NOT_LEADER_OR_FOLLOWER from broker 1 (its first send after the move), then every
-    # send went to broker 2, though some refreshes were answered by broker 3.
-    assert produces[:3] == [1, 1, 2]
-    assert produces[2:] == [2] * (len(produces) - 2)
-    assert len(produces) == 41
+    # NOT_LEADER_OR_FOLLOWER from broker 1 after the move until the producer has heard of
+    # leader epoch 1 (a refresh that broker 3 answers before that names broker 1 at the
+    # epoch the producer knows, as it would to Kafka's client: which broker answers depends
+    # on the tasks' order); once it has, every send goes to broker 2, though later
+    # refreshes are answered by broker 3 too.
+    moved = produces.index(2)
+    assert produces[:moved] == [1] * moved and moved >= 2
+    assert produces[moved:] == [2] * (len(produces) - moved)
+    assert len(produces) == 40 + moved - 1  # each refusal by broker 1 cost one retry
 
 
 async def test_a_recreated_topic_takes_the_new_leaders_although_their_epochs_are_lower(
