@@ -23,6 +23,8 @@ from kcore.log import (
     parse_header,
 )
 
+from ._agreement import check_file_and_memory_logs_agree
+
 DAY_MS = 86_400_000
 
 
@@ -359,22 +361,9 @@ def random_step(rng, logs, now_ms, checkpoints):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_file_and_memory_logs_agree_through_cleans(tmp_path, seed, no_fsync):
-    rng = random.Random(seed)
-    file_log = PartitionLog(tmp_path, **SETTINGS)
-    memory_log = MemoryPartitionLog(**SETTINGS)
     checkpoints = [None]
-    now_ms = 0
-    for _ in range(150):
-        now_ms += rng.randint(0, 20)
-        random_step(rng, [file_log, memory_log], now_ms, checkpoints)
-        assert observe(file_log) == observe(memory_log)
-    expected = observe(file_log)
-    file_log.close()
-    reopened = PartitionLog(
-        tmp_path,
-        **SETTINGS,
-        recovery_point=file_log.recovery_point,
-        log_start_offset=file_log.log_start_offset,
-    )
-    assert observe(reopened) == expected
-    reopened.close()
+
+    def step(rng, logs, now_ms):
+        random_step(rng, logs, now_ms, checkpoints)
+
+    check_file_and_memory_logs_agree(tmp_path, SETTINGS, seed, step, observe)

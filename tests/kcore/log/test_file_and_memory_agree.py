@@ -1,11 +1,11 @@
 """Seeded random operation sequences: the file log and the memory log must answer alike,
 and a reopened file log must equal the one that was closed."""
 
-import random
-
 import pytest
 
-from kcore.log import MemoryPartitionLog, PartitionLog, build_batch, iter_batch_records
+from kcore.log import build_batch, iter_batch_records
+
+from ._agreement import check_file_and_memory_logs_agree
 
 SETTINGS = {"segment_bytes": 600, "index_interval_bytes": 120, "segment_ms": 50}
 
@@ -52,21 +52,4 @@ def random_step(rng, logs, now_ms):
 
 @pytest.mark.parametrize("seed", range(8))
 def test_random_operations(tmp_path, seed):
-    rng = random.Random(seed)
-    file_log = PartitionLog(tmp_path, **SETTINGS)
-    memory_log = MemoryPartitionLog(**SETTINGS)
-    now_ms = 0
-    for _ in range(150):
-        now_ms += rng.randint(0, 20)
-        random_step(rng, [file_log, memory_log], now_ms)
-        assert observe(file_log) == observe(memory_log)
-    expected = observe(file_log)
-    file_log.close()
-    reopened = PartitionLog(
-        tmp_path,
-        **SETTINGS,
-        recovery_point=file_log.recovery_point,
-        log_start_offset=file_log.log_start_offset,
-    )
-    assert observe(reopened) == expected
-    reopened.close()
+    check_file_and_memory_logs_agree(tmp_path, SETTINGS, seed, random_step, observe)
