@@ -38,25 +38,36 @@ def test_a_group_shares_partitions_and_resumes_from_its_commits(kafka_cluster, r
     require_client("confluent_kafka")
     topic, group = f"groups-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     _create_topic(kafka_cluster, topic, partitions=4)
-    first = [f"first-{i}".encode() for i in range(40)]
-    _produce(kafka_cluster, topic, first)
-
     members = [_consumer(kafka_cluster, group), _consumer(kafka_cluster, group)]
     read: dict[int, list] = {0: [], 1: []}
+
+    def consume_each() -> None:
+        for index, member in enumerate(members):
+            for message in member.consume(num_messages=100, timeout=0.2):
+                assert message.error() is None, message.error()
+                read[index].append(message)
+
     try:
         for member in members:
             member.subscribe([topic])
 
-        def both_assigned_and_everything_read() -> bool:
-            for index, member in enumerate(members):
-                for message in member.consume(num_messages=100, timeout=0.2):
-                    assert message.error() is None, message.error()
-                    read[index].append(message)
+        # The records come once the two members share the partitions: a member that joins
+        # first may hold every partition for a generation, and what it read of a partition
+        # that then moves, uncommitted, is read again by the other (as in Kafka).
+        def both_assigned() -> bool:
+            consume_each()
             assigned = [{tp.partition for tp in member.assignment()} for member in members]
-            total = sum(len(messages) for messages in read.values())
-            return all(assigned) and not (assigned[0] & assigned[1]) and total >= len(first)
+            return all(assigned) and not (assigned[0] & assigned[1])
 
-        wait_for(both_assigned_and_everything_read, "two members to split and read the topic")
+        wait_for(both_assigned, "two members to split the topic")
+        first = [f"first-{i}".encode() for i in range(40)]
+        _produce(kafka_cluster, topic, first)
+
+        def everything_read() -> bool:
+            consume_each()
+            return sum(len(messages) for messages in read.values()) >= len(first)
+
+        wait_for(everything_read, "the two members to read the topic")
         assignments = [{tp.partition for tp in member.assignment()} for member in members]
         assert assignments[0] | assignments[1] == {0, 1, 2, 3}
         values = sorted(m.value() for messages in read.values() for m in messages)
@@ -145,6 +156,7 @@ def test_kafka_python_and_aiokafka_consume_in_groups(kafka_cluster, require_clie
 
     from aiokafka import AIOKafkaConsumer
     from kafka import KafkaConsumer
+    from kafka.errors import CommitFailedError, RebalanceInProgressError
 
     topic = f"groups-{uuid.uuid4().hex[:8]}"
     _create_topic(kafka_cluster, topic, partitions=4)
@@ -171,11 +183,21 @@ def test_kafka_python_and_aiokafka_consume_in_groups(kafka_cluster, require_clie
 
         wait_for(kafka_python_read, "kafka-python's group member to read the topic")
         assert sorted(read) == sorted(values)
-        consumer.commit()
-        committed = {
-            p: consumer.committed(tp) for p, tp in enumerate(sorted(consumer.assignment()))
-        }
-        assert sum(committed.values()) == len(values)
+
+        def committed_everything() -> bool:
+            # kafka-python refuses a commit while its member rejoins (seen once in a loaded
+            # CI run, the cause not logged) and tells its users to poll, then commit again;
+            # after a rejoin the member reads again from what is committed, so the commit
+            # counts once the positions are back at the end.
+            consumer.poll(timeout_ms=200)
+            try:
+                consumer.commit()
+            except (RebalanceInProgressError, CommitFailedError):
+                return False
+            committed = [consumer.committed(tp) for tp in consumer.assignment()]
+            return sum(offset or 0 for offset in committed) == len(values)
+
+        wait_for(committed_everything, "kafka-python's member to commit what it read")
     finally:
         consumer.close()
 
