@@ -4,7 +4,7 @@ and stopped cleanly when the `async with` block ends.
 
     async with kcore.open_cluster(brokers=3) as cluster:
         async with kcore.Producer(cluster.bootstrap_servers) as producer:
-            await producer.send("t", b"v")
+            await producer.send_and_wait("t", b"v")
 
 Real TCP on 127.0.0.1 and a fresh random.Random unless given. `kcore.testing.open_cluster`
 is the same cluster with the hooks tests need (crashes, expired sessions, a simulated

@@ -217,12 +217,13 @@ def run_confluent(args: argparse.Namespace) -> None:
 
 
 def run_kcore(args: argparse.Namespace) -> None:
-    """kcore's own `kcore.Producer` through kcore's msgpack protocol, in `trio.run`:
-    `--in-flight` sender tasks, each sending its next record once the last was acked (as
-    the produce workload does: a task per record costs as much as the producer's work)."""
+    """kcore's own `kcore.Producer` through kcore's msgpack protocol, in `trio.run`, on the
+    producer's fast path as the produce workload takes it (`send_in_window`): `send`
+    queues, a delivery callback counts, at most `--in-flight` records unacknowledged."""
     import trio
 
     import kcore
+    from bench.workloads.produce import send_in_window
 
     async def produce() -> None:
         acked = 0
@@ -236,7 +237,7 @@ def run_kcore(args: argparse.Namespace) -> None:
             client_id="kafka-produce-bench",
         ) as producer:
             with trio.move_on_after(args.ready_timeout):
-                await producer.send(args.topic, value, partition=0)
+                await producer.send_and_wait(args.topic, value, partition=0)
                 acked = 1
             if not acked:
                 raise NoAcknowledgement(
@@ -246,19 +247,13 @@ def run_kcore(args: argparse.Namespace) -> None:
             emit("ready", client="kcore")
             meter = Meter(args)
             stop = trio.Event()
-            numbers = iter(range(1, 2**62))
 
-            async def sender() -> None:
+            def delivered(metadata: object, error: BaseException | None) -> None:
                 nonlocal acked
-                for sequence in numbers:
-                    if stop.is_set():
-                        return
-                    try:
-                        await producer.send(args.topic, value, partition=sequence % args.partitions)
-                    except Exception as error:  # counted, not fatal: `done` says which
-                        failed[type(error).__name__] += 1
-                    else:
-                        acked += 1
+                if error is None:
+                    acked += 1
+                else:  # counted, not fatal: `done` says which
+                    failed[type(error).__name__] += 1
 
             async def measure() -> None:
                 await trio.sleep(args.warmup)
@@ -272,8 +267,11 @@ def run_kcore(args: argparse.Namespace) -> None:
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(measure)
-                for _ in range(args.in_flight):
-                    nursery.start_soon(sender)
+                await send_in_window(
+                    producer, args.topic, value, partitions=args.partitions,
+                    numbers=range(1, 2**62), in_flight=args.in_flight, stop=stop,
+                    on_delivery=lambda _number: delivered,
+                )  # fmt: skip
 
     trio.run(produce)
 

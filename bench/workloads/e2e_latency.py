@@ -93,7 +93,9 @@ async def _case(rows, params, cluster, topic, rate) -> dict[str, object]:
                 for number in range(total):
                     await trio.sleep_until(start + number / rate)
                     value = _STAMP.pack(trio.current_time()) + padding
-                    sends.start_soon(producer.send, topic, value, None, number % params.partitions)
+                    sends.start_soon(
+                        producer.send_and_wait, topic, value, None, number % params.partitions
+                    )
 
         with trio.fail_after(params.duration * 10 + 60):
             async with trio.open_nursery() as nursery:

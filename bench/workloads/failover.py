@@ -139,7 +139,7 @@ async def _failover_case(rows, params, cluster, count) -> dict[str, object]:
 
         async def send(partition: int, began: float, op: str, since: float) -> None:
             try:
-                await producer.send(topic, b"failover", partition=partition)
+                await producer.send_and_wait(topic, b"failover", partition=partition)
                 outcome = "ok"
             except Exception as error:  # recorded in the row
                 outcome = type(error).__name__

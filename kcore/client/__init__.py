@@ -20,18 +20,26 @@ from kcore.client.assignors import (
     RoundRobinAssignor,
 )
 from kcore.client.consumer import Consumer, ConsumerGroupMetadata, ConsumerRecord
-from kcore.client.producer import Producer, ProducerClosedError, RecordMetadata
+from kcore.client.producer import (
+    BufferExhaustedError,
+    FutureRecordMetadata,
+    Producer,
+    ProducerClosedError,
+    RecordMetadata,
+)
 from kcore.common import TopicPartition
 
 __all__ = [
     "Admin",
     "BrokerInfo",
+    "BufferExhaustedError",
     "ClientConfigError",
     "ClusterDescription",
     "Consumer",
     "ConsumerGroupMetadata",
     "ConsumerRecord",
     "CooperativeStickyAssignor",
+    "FutureRecordMetadata",
     "InvalidPartitionError",
     "NewTopic",
     "PartitionInfo",

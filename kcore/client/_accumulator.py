@@ -33,43 +33,35 @@ __all__ = ["ProducerBatch", "RecordAccumulator", "record_size"]
 _FIXED_FIELDS = 1 + 2 + 2 + 1
 
 
-def _varint_size(n: int) -> int:
-    """Bytes of a length as a zig-zag varint (n >= -1)."""
-    z = n << 1 if n >= 0 else 1
-    size = 1
-    while z >= 0x80:
-        z >>= 7
-        size += 1
-    return size
-
-
 def record_size(key: bytes | None, value: bytes | None) -> int:
     """What a record adds to a batch before compression: its DefaultRecord size with
     2-byte deltas (the exact size is known once encoded). Batches fill by this uncompressed
     count, so a compressed batch is mostly much smaller than `batch_size` (Java's producer
     instead estimates the compression ratio)."""
-    key_size = -1 if key is None else len(key)
-    value_size = -1 if value is None else len(value)
-    body = (
-        _FIXED_FIELDS
-        + _varint_size(key_size)
-        + max(key_size, 0)
-        + _varint_size(value_size)
-        + max(value_size, 0)
-    )
-    return _varint_size(body) + body
+    # Computed for every record sent, so written out: a null key or value is a length of
+    # -1 (one varint byte, no bytes), and a length n takes (bit_length(2n) + 6) // 7 bytes.
+    body = _FIXED_FIELDS
+    if key is None:
+        body += 1
+    else:
+        n = len(key)
+        body += n + ((n.bit_length() + 7) // 7 if n else 1)
+    if value is None:
+        body += 1
+    else:
+        n = len(value)
+        body += n + ((n.bit_length() + 7) // 7 if n else 1)
+    return body + (body.bit_length() + 7) // 7
 
 
 @attrs.define(eq=False)
 class ProducerBatch:
-    """Records of one partition sent (and retried) together. `completions[i]`, when
-    given, is what the caller resolves for `records[i]`, and `outcome` what it resolves
-    for the whole batch; the accumulator never looks at either."""
+    """Records of one partition sent (and retried) together. `outcome` is what the
+    producer resolves for the whole batch; the accumulator never looks at it."""
 
     tp: TopicPartition
     created: float  # when the first record was appended (delivery timeout counts from it)
     records: list[tuple[int, bytes | None, bytes | None]] = attrs.field(factory=list)
-    completions: list[Any] = attrs.field(factory=list)
     outcome: Any = None
     size: int = HEADER_SIZE
     closed: bool = False
@@ -105,34 +97,72 @@ class RecordAccumulator:
         self._queues: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._in_flight: set[TopicPartition] = set()
         self._flushing = 0
+        # Bytes of the batches appended and not yet completed, expired or aborted (their
+        # `size`): what the producer's `buffer_memory` bounds.
+        self.buffered = 0
 
     # -- appending ---------------------------------------------------------------------
 
-    def append(
+    def try_append(
         self,
         tp: TopicPartition,
         timestamp: int,
         key: bytes | None,
         value: bytes | None,
-        completion: Any,
+        size: int,
+    ) -> ProducerBatch | None:
+        """Appends a record of `size` bytes (`record_size`) to its partition's open batch
+        and returns the batch; None when there is no open batch or the record would take
+        it past `batch_size` (it is closed then): the record needs `append_new_batch`.
+        Split from it so that the common case needs no clock read."""
+        queue = self._queues.get(tp)
+        if not queue:
+            return None
+        batch = queue[-1]
+        if batch.closed:
+            return None
+        if batch.size + size > self.batch_size:
+            batch.closed = True
+            return None
+        batch.records.append((timestamp, key, value))
+        batch.size += size
+        self.buffered += size
+        if batch.size >= self.batch_size:
+            batch.closed = True
+        return batch
+
+    def append_new_batch(
+        self,
+        tp: TopicPartition,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        size: int,
         now: float,
+    ) -> ProducerBatch:
+        """Opens a batch created at `now` at the end of the partition's queue with the
+        record in it (after `try_append` found no room)."""
+        batch = ProducerBatch(tp, now)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        queue.append(batch)
+        batch.records.append((timestamp, key, value))
+        batch.size += size
+        self.buffered += batch.size
+        if batch.size >= self.batch_size:
+            batch.closed = True
+        return batch
+
+    def append(
+        self, tp: TopicPartition, timestamp: int, key: bytes | None, value: bytes | None, now: float
     ) -> ProducerBatch:
         """Appends a record to its partition's open batch (a new one when the record
         would take the open batch past `batch_size`); returns the batch."""
         size = record_size(key, value)
-        queue = self._queues.setdefault(tp, deque())
-        batch = queue[-1] if queue else None
-        if batch is not None and not batch.closed and batch.size + size > self.batch_size:
-            batch.closed = True
-        if batch is None or batch.closed:
-            batch = ProducerBatch(tp, now)
-            queue.append(batch)
-        batch.records.append((timestamp, key, value))
-        if completion is not None:
-            batch.completions.append(completion)
-        batch.size += size
-        if batch.size >= self.batch_size:
-            batch.closed = True
+        batch = self.try_append(tp, timestamp, key, value, size)
+        if batch is None:
+            batch = self.append_new_batch(tp, timestamp, key, value, size, now)
         return batch
 
     # -- draining ----------------------------------------------------------------------
@@ -208,6 +238,7 @@ class RecordAccumulator:
 
     def completed(self, batch: ProducerBatch) -> None:
         """The batch got its final outcome (acknowledged or failed)."""
+        self.buffered -= batch.size
         self._in_flight.discard(batch.tp)
         queue = self._queues.get(batch.tp)
         if queue is not None and not queue:
@@ -228,7 +259,9 @@ class RecordAccumulator:
             if tp in self._in_flight:
                 continue
             while queue and now >= queue[0].created + delivery_timeout:
-                expired.append(queue.popleft())
+                batch = queue.popleft()
+                self.buffered -= batch.size
+                expired.append(batch)
             if not queue:
                 del self._queues[tp]
         return expired
@@ -245,6 +278,7 @@ class RecordAccumulator:
         """Removes and returns every queued batch (the producer is closing on an error)."""
         batches = [b for tp in sorted(self._queues) for b in self._queues[tp]]
         self._queues.clear()
+        self.buffered -= sum(b.size for b in batches)
         return batches
 
     # -- flushing ----------------------------------------------------------------------

@@ -1,11 +1,12 @@
-"""The producer: `await producer.send(topic, value, key=...)` returns the record's offset
-once the cluster acknowledged it (as `acks` asks).
+"""The producer: `await producer.send(topic, value, key=...)` queues a record and returns
+a `FutureRecordMetadata`, which gives the record's offset once the cluster acknowledged it
+(as `acks` asks); `await producer.send_and_wait(...)` does both.
 
 Sends append records to per-partition batches (`RecordAccumulator`); one sender task drains
 the ready batches, groups them per partition leader into one ProduceRequest each, and
-settles every record of a batch from the answer: an offset, a retry, or an error. Kafka's
-Java producer (KafkaProducer, RecordAccumulator, Sender, BuiltInPartitioner) is the
-reference; the differences are noted where they are.
+settles every record of a batch at once from the answer: an offset, a retry, or an error.
+Kafka's Java producer (KafkaProducer, RecordAccumulator, BufferPool, Sender,
+BuiltInPartitioner) is the reference; the differences are noted where they are.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 import attrs
@@ -52,7 +53,13 @@ from kcore.protocol.data import (
     ProduceResponse,
 )
 
-__all__ = ["Producer", "ProducerClosedError", "RecordMetadata"]
+__all__ = [
+    "BufferExhaustedError",
+    "FutureRecordMetadata",
+    "Producer",
+    "ProducerClosedError",
+    "RecordMetadata",
+]
 
 log = logging.getLogger("kcore.client.producer")
 
@@ -134,18 +141,101 @@ class ProducerClosedError(errors.KafkaError):
     name = "PRODUCER_CLOSED"
 
 
+class BufferExhaustedError(errors.RequestTimedOutError):
+    """`send` waited `max_block_ms` for room in the producer's `buffer_memory` (Kafka's
+    BufferExhaustedException, a TimeoutException). The record was not queued."""
+
+
+DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], object]
+
+
 class _BatchOutcome:
-    """What the `send` calls of one batch wait for, set once: the base offset and
-    append time, or an error. One per batch rather than per record: an event per
-    record, set one by one, was a third of the producer's time per record."""
+    """What the records of one batch wait for, set once: the base offset and append time,
+    or an error. One per batch rather than per record: an event per record, set one by
+    one, was a third of the producer's time per record. Records' handles and callbacks
+    hold this, never the batch, so a kept handle does not keep the batch's records."""
 
-    __slots__ = ("base_offset", "done", "error", "log_append_time")
+    __slots__ = ("base_offset", "callbacks", "done", "error", "log_append_time", "tp")
 
-    def __init__(self) -> None:
+    def __init__(self, tp: TopicPartition) -> None:
+        self.tp = tp
         self.done = trio.Event()
         self.base_offset = -1
         self.log_append_time = -1
         self.error: BaseException | None = None
+        # (index in the batch, timestamp, callback) of the sends given `on_delivery`
+        self.callbacks: list[tuple[int, int, DeliveryCallback]] | None = None
+
+    def metadata(self, index: int, timestamp: int) -> RecordMetadata:
+        """The metadata of the batch's `index`-th record (once done without error)."""
+        base = self.base_offset
+        return RecordMetadata(
+            self.tp.topic,
+            self.tp.partition,
+            base + index if base >= 0 else -1,
+            self.log_append_time if self.log_append_time >= 0 else timestamp,
+        )
+
+
+class FutureRecordMetadata:
+    """A queued record's outcome, what `Producer.send` returns (Kafka's
+    FutureRecordMetadata; aiokafka's send returns a future the same way).
+
+    `await handle` returns the record's `RecordMetadata` once acknowledged, or raises the
+    error that failed it (a fresh exception for each await), at once when the outcome is
+    already known. Cancelling the await does not withdraw the record. `done()`, `result()`
+    and `exception()` look without waiting. A handle nobody awaits costs nothing: its
+    record is sent all the same, and a failure is logged by the producer.
+    """
+
+    __slots__ = ("_index", "_outcome", "_timestamp")
+
+    def __init__(self, outcome: _BatchOutcome, index: int, timestamp: int) -> None:
+        self._outcome = outcome
+        self._index = index
+        self._timestamp = timestamp
+
+    def __repr__(self) -> str:
+        outcome = self._outcome
+        state = (
+            "pending"
+            if not outcome.done.is_set()
+            else "failed"
+            if outcome.error is not None
+            else "done"
+        )
+        return f"<FutureRecordMetadata {outcome.tp} #{self._index} {state}>"
+
+    def done(self) -> bool:
+        """Whether the record has its outcome (acknowledged or failed)."""
+        return self._outcome.done.is_set()
+
+    def result(self) -> RecordMetadata:
+        """The record's metadata; raises its error if it failed, and `RuntimeError` when
+        it has no outcome yet (await the handle to wait for it)."""
+        outcome = self._outcome
+        if not outcome.done.is_set():
+            raise RuntimeError("the record is not acknowledged yet: await it")
+        if outcome.error is not None:
+            raise _fresh(outcome.error)
+        return outcome.metadata(self._index, self._timestamp)
+
+    def exception(self) -> BaseException | None:
+        """The record's error (a fresh copy), None if it was acknowledged; `RuntimeError`
+        when it has no outcome yet."""
+        outcome = self._outcome
+        if not outcome.done.is_set():
+            raise RuntimeError("the record is not acknowledged yet: await it")
+        return None if outcome.error is None else _fresh(outcome.error)
+
+    def __await__(self) -> Generator[Any, None, RecordMetadata]:
+        return self._wait().__await__()
+
+    async def _wait(self) -> RecordMetadata:
+        outcome = self._outcome
+        if not outcome.done.is_set():
+            await outcome.done.wait()
+        return self.result()
 
 
 _SETTINGS = (
@@ -160,6 +250,7 @@ _SETTINGS = (
     "max_request_size",
     "max_in_flight_requests_per_connection",
     "max_block_ms",
+    "buffer_memory",
     "metadata_max_age_ms",
     "compression_type",
     "client_id",
@@ -179,8 +270,10 @@ class Producer:
     Settings are Kafka's, python-style: `acks` ("all" / -1, 0, 1), `retries`, `linger_ms`,
     `batch_size`, `delivery_timeout_ms`, `request_timeout_ms`, `retry_backoff_ms`,
     `enable_idempotence`, `max_request_size`, `max_in_flight_requests_per_connection`,
-    `max_block_ms` (how long `send` waits for the topic's metadata), `metadata_max_age_ms`
-    (refresh at least this often, to see new partitions and leaders), `compression_type`
+    `max_block_ms` (how long `send` waits, in all, for the topic's metadata and for room in
+    the buffer), `buffer_memory` (bytes of records queued and not yet acknowledged, counted
+    as they add to batches: past it `send` waits), `metadata_max_age_ms` (refresh at least
+    this often, to see new partitions and leaders), `compression_type`
     ("none", "gzip", "snappy", "lz4" or "zstd": the codec of each batch's records). An unknown
     setting or a bad value raises `ClientConfigError` naming it.
 
@@ -221,6 +314,7 @@ class Producer:
         max_request_size: int = 1048576,
         max_in_flight_requests_per_connection: int = 5,
         max_block_ms: int = 60000,
+        buffer_memory: int = 33554432,
         metadata_max_age_ms: int = 300000,
         compression_type: str = "none",
         client_id: str = "producer",
@@ -244,6 +338,7 @@ class Producer:
             minimum=1,
         )
         self.max_block_ms = check_int("max_block_ms", max_block_ms)
+        self.buffer_memory = check_int("buffer_memory", buffer_memory, minimum=1)
         self.metadata_max_age_ms = check_int("metadata_max_age_ms", metadata_max_age_ms)
         self.compression_type = check_choice(
             "compression_type", compression_type, COMPRESSION_TYPES
@@ -271,6 +366,12 @@ class Producer:
         )
         self._partitioner = StickyPartitioner(self._rng, batch_size=self.batch_size)
         self._topics: set[str] = set()
+        # Built once per topic rather than per record: its TopicPartitions, and its
+        # partitions with a leader for one metadata snapshot (the partitioner's view).
+        self._topic_partitions: dict[str, tuple[TopicPartition, ...]] = {}
+        self._available: dict[str, tuple[TopicMetadata, tuple[int, ...]]] = {}
+        self._room_waiters = 0  # sends waiting for buffer room
+        self._room = trio.Event()  # set (and replaced) when a batch frees its bytes
         # Insertion-ordered (a dict used as a set): closing settles records in send order,
         # never in hash order, so a seeded run replays exactly.
         self._incomplete: dict[ProducerBatch, None] = {}
@@ -343,34 +444,62 @@ class Producer:
         key: bytes | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
-    ) -> RecordMetadata:
-        """Sends one record and returns where it was written once acknowledged.
+        *,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> FutureRecordMetadata:
+        """Queues one record and returns its `FutureRecordMetadata`: awaiting it gives
+        where the record was written once acknowledged. Returns without letting other
+        tasks run when the topic's metadata is known and the buffer has room; otherwise
+        waits for them, `max_block_ms` in all.
 
-        Raises the Kafka error that failed the record: a non-retriable one at once, a
-        retriable one after `retries` / `delivery_timeout_ms`. A `NetworkError` or
+        Raises here, the record not queued: `UnknownTopicOrPartitionError` when the topic
+        is not in the metadata after `max_block_ms`, `BufferExhaustedError` when the
+        buffer had no room for `max_block_ms`, `InvalidPartitionError` for a partition the
+        topic does not have, `MessageTooLargeError` for a record over `max_request_size`
+        or `buffer_memory`, `ProducerClosedError` once closing began.
+
+        The handle raises the Kafka error that failed the record: a non-retriable one at
+        once, a retriable one after `retries` / `delivery_timeout_ms`. A `NetworkError` or
         `RequestTimedOutError` means the outcome is unknown: the record may have been
-        written. `UnknownTopicOrPartitionError` when the topic is not in the metadata after
-        `max_block_ms`; `InvalidPartitionError` for a partition the topic does not have;
-        `MessageTooLargeError` for a record over `max_request_size`. Cancelling `send`
-        does not withdraw the record: once appended it is sent.
+        written.
+
+        `on_delivery(metadata, error)`, when given, is called once with the record's
+        `RecordMetadata` and None, or None and its error, as soon as its batch has its
+        outcome, in the producer's own task: it must not block, and what it raises is
+        logged and dropped. Records of one partition get theirs in `send` order.
         """
-        self._check_open()
+        if self._closed or self._metadata is None:
+            self._check_open()
         if not isinstance(topic, str) or not topic:
             raise TypeError(f"topic must be a non-empty str, got {topic!r}")
-        value = _as_bytes("value", value)
-        key = _as_bytes("key", key)
+        # The common case (bytes) costs a type check, not a call.
+        if value.__class__ is not bytes:
+            value = _as_bytes("value", value)
+        if key is not None and key.__class__ is not bytes:
+            key = _as_bytes("key", key)
         size = record_size(key, value)
         if size > self.max_request_size:
             raise errors.MessageTooLargeError(
                 f"the record is {size} bytes, more than max_request_size={self.max_request_size}"
             )
+        if size > self.buffer_memory:
+            raise errors.MessageTooLargeError(
+                f"the record is {size} bytes, more than buffer_memory={self.buffer_memory}"
+            )
         if timestamp_ms is None:
             timestamp_ms = int(self._clock() * 1000)
         elif isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
             raise TypeError(f"timestamp_ms must be an int, got {timestamp_ms!r}")
-        metadata = await self._wait_for_topic(topic)
-        self._check_open()  # closing may have started while we waited
-        count = metadata.num_partitions
+        accumulator = self._accumulator
+        metadata = self._metadata.cluster.topics.get(topic)
+        if (
+            metadata is None
+            or not metadata.partitions
+            or accumulator.buffered + size > self.buffer_memory
+        ):
+            metadata = await self._wait_for_topic_and_room(topic, size)
+        count = len(metadata.partitions)
+        unkeyed = key is None and partition is None
         available: tuple[int, ...] = ()  # looked up only when the partitioner chooses
         if partition is not None:
             if isinstance(partition, bool) or not isinstance(partition, int):
@@ -382,33 +511,52 @@ class Producer:
                 )
             chosen = partition
         else:
-            available = metadata.available_partitions()
+            if unkeyed:
+                available = self._available_partitions(metadata)
             chosen = self._partitioner.partition(topic, key, count, available)
-        batch = self._accumulator.append(
-            TopicPartition(topic, chosen), timestamp_ms, key, value, None, trio.current_time()
-        )
-        index = len(batch.records) - 1
-        outcome = batch.outcome
-        if outcome is None:
-            outcome = batch.outcome = _BatchOutcome()
+        tps = self._topic_partitions.get(topic)
+        if tps is None or chosen >= len(tps):
+            tps = self._topic_partitions[topic] = tuple(
+                TopicPartition(topic, p) for p in range(count)
+            )
+        tp = tps[chosen]
+        batch = accumulator.try_append(tp, timestamp_ms, key, value, size)
+        if batch is None:
+            batch = accumulator.append_new_batch(
+                tp, timestamp_ms, key, value, size, trio.current_time()
+            )
+            batch.outcome = _BatchOutcome(tp)
             self._incomplete[batch] = None
-        if key is None and partition is None:
-            self._partitioner.record_appended(topic, chosen, size, count, available)
-        if len(batch.records) == 1 or batch.closed:
             # Kafka's rule: the sender needs waking only for a new batch (a new linger
             # deadline) or a full one (ready now); a record joining an open batch
             # changes neither, and waking per record made the sender rescan every queue
             # for every record.
             self._wake()
-        await outcome.done.wait()
-        if outcome.error is not None:
-            raise _fresh(outcome.error)
-        return RecordMetadata(
-            topic,
-            chosen,
-            outcome.base_offset + index if outcome.base_offset >= 0 else -1,
-            outcome.log_append_time if outcome.log_append_time >= 0 else timestamp_ms,
-        )
+        elif batch.closed:
+            self._wake()
+        if unkeyed:
+            self._partitioner.record_appended(topic, chosen, size, count, available)
+        outcome = batch.outcome
+        index = len(batch.records) - 1
+        if on_delivery is not None:
+            if outcome.callbacks is None:
+                outcome.callbacks = []
+            outcome.callbacks.append((index, timestamp_ms, on_delivery))
+        return FutureRecordMetadata(outcome, index, timestamp_ms)
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
+        """Sends one record and returns where it was written once acknowledged: `send`,
+        then awaiting its handle (raising what either raises). Cancelling it does not
+        withdraw the record once queued."""
+        handle = await self.send(topic, value, key, partition, timestamp_ms)
+        return await handle
 
     async def flush(self) -> None:
         """Sends every record appended so far at once (ignoring `linger_ms`) and waits
@@ -440,14 +588,61 @@ class Producer:
         if self._metadata is None:
             raise RuntimeError("use the producer as `async with Producer(...) as producer:`")
 
-    async def _wait_for_topic(self, topic: str) -> TopicMetadata:
+    def _available_partitions(self, metadata: TopicMetadata) -> tuple[int, ...]:
+        """The topic's partitions with a leader, computed once per metadata snapshot."""
+        cached = self._available.get(metadata.name)
+        if cached is not None and cached[0] is metadata:
+            return cached[1]
+        available = metadata.available_partitions()
+        self._available[metadata.name] = (metadata, available)
+        return available
+
+    async def _wait_for_topic_and_room(self, topic: str, size: int) -> TopicMetadata:
+        """`send` when the topic's metadata is unknown or the buffer has no room for a
+        record of `size` bytes: waits for both, `max_block_ms` in all (Kafka's rule); the
+        topic's latest metadata."""
+        deadline = trio.current_time() + self.max_block_ms / 1000
+        metadata = await self._wait_for_topic(topic, deadline)
+        self._check_open()  # closing may have started while we waited
+        accumulator = self._accumulator
+        if not accumulator.buffered or accumulator.buffered + size <= self.buffer_memory:
+            return metadata
+        self._room_waiters += 1
+        try:
+            with trio.move_on_at(deadline):
+                # Until the record fits, or fills an empty buffer alone.
+                while accumulator.buffered and accumulator.buffered + size > self.buffer_memory:
+                    await self._room.wait()
+                    self._check_open()
+                # The metadata may have been refreshed meanwhile: choose among today's.
+                assert self._metadata is not None
+                latest = self._metadata.cluster.topic(topic)
+                return latest if latest is not None and latest.partitions else metadata
+        finally:
+            self._room_waiters -= 1
+        raise BufferExhaustedError(
+            f"Failed to allocate {size} bytes within the configured max blocking time "
+            f"{self.max_block_ms} ms. Total memory: {self.buffer_memory} bytes. Available "
+            f"memory: {max(self.buffer_memory - accumulator.buffered, 0)} bytes"
+        )
+
+    def _room_freed(self) -> None:
+        if self._room_waiters:
+            self._room.set()
+            self._room = trio.Event()
+
+    async def _wait_for_topic(self, topic: str, deadline: float | None = None) -> TopicMetadata:
+        """The topic's metadata, waiting for it until `deadline` (`max_block_ms` from now
+        when None)."""
         manager = self._metadata
         assert manager is not None
         known = manager.cluster.topic(topic)
         if known is not None and known.partitions:
             return known
         self._topics.add(topic)
-        with trio.move_on_after(self.max_block_ms / 1000):
+        if deadline is None:
+            deadline = trio.current_time() + self.max_block_ms / 1000
+        with trio.move_on_at(deadline):
             while True:
                 updated = manager.updated
                 self._want_metadata()
@@ -504,8 +699,7 @@ class Producer:
         accumulator = self._accumulator
         while True:
             now = trio.current_time()
-            for batch in accumulator.expired(now, delivery_timeout):
-                self._fail_expired(batch, now)
+            self._expire(now, delivery_timeout)
             idempotence = self._idempotence
             if idempotence is not None:
                 # Kafka's Sender.runOnce: settle the partitions whose sequences are in
@@ -513,7 +707,6 @@ class Producer:
                 idempotence.maybe_resolve_sequences()
                 idempotence.bump_epoch_if_needed(accumulator.in_flight_partitions)
             wake_at = math.inf
-            ready: dict[int, list[ProducerBatch]] = {}
             if idempotence is not None and not idempotence.has_producer_id:
                 # No batch leaves before the producer has its id; meanwhile they wait
                 # (and expire) in the accumulator.
@@ -522,24 +715,9 @@ class Producer:
                     if await self._init_producer_id():
                         continue
                     wake_at = trio.current_time() + self.retry_backoff_ms / 1000
+                self._want_leaders(blocked)
             else:
-                ready, blocked = accumulator.drain(
-                    now,
-                    self._leader_of,
-                    max_request_size=self.max_request_size,
-                    node_ready=self._node_ready,
-                    may_drain=idempotence.may_drain if idempotence is not None else None,
-                )
-                if idempotence is not None:
-                    for batches in ready.values():
-                        for batch in batches:
-                            idempotence.assign_sequence(batch)
-            if any(self._leader_of(tp) is None for tp in blocked):
-                self._want_metadata()
-            assert self._nursery is not None
-            for node, batches in sorted(ready.items()):
-                self._in_flight_per_node[node] = self._in_flight_per_node.get(node, 0) + 1
-                self._nursery.start_soon(self._send_produce, node, batches)
+                blocked = self._send_ready(now)
             wake_at = min(
                 wake_at,
                 accumulator.next_ready_time(now, exclude=blocked),
@@ -551,6 +729,40 @@ class Producer:
             with trio.move_on_at(wake_at):
                 await self._wakeup.wait()
             self._wakeup = trio.Event()
+
+    # The sender's steps that touch batches are functions of their own: a batch is then
+    # referenced by no frame of the sender while it waits, and is freed with its records
+    # as soon as it has its outcome.
+
+    def _expire(self, now: float, delivery_timeout: float) -> None:
+        for batch in self._accumulator.expired(now, delivery_timeout):
+            self._fail_expired(batch, now)
+
+    def _send_ready(self, now: float) -> set[TopicPartition]:
+        """Drains the ready batches and starts one produce request per leader; returns the
+        partitions blocked (see `RecordAccumulator.drain`)."""
+        idempotence = self._idempotence
+        ready, blocked = self._accumulator.drain(
+            now,
+            self._leader_of,
+            max_request_size=self.max_request_size,
+            node_ready=self._node_ready,
+            may_drain=idempotence.may_drain if idempotence is not None else None,
+        )
+        if idempotence is not None:
+            for batches in ready.values():
+                for batch in batches:
+                    idempotence.assign_sequence(batch)
+        self._want_leaders(blocked)
+        assert self._nursery is not None
+        for node, batches in sorted(ready.items()):
+            self._in_flight_per_node[node] = self._in_flight_per_node.get(node, 0) + 1
+            self._nursery.start_soon(self._send_produce, node, batches)
+        return blocked
+
+    def _want_leaders(self, blocked: set[TopicPartition]) -> None:
+        if any(self._leader_of(tp) is None for tp in blocked):
+            self._want_metadata()
 
     async def _init_producer_id(self) -> bool:
         """Kafka's idempotent producer gets its id before its first batch; True once it
@@ -720,7 +932,7 @@ class Producer:
         self._incomplete.pop(batch, None)
         outcome = batch.outcome
         outcome.base_offset, outcome.log_append_time = base_offset, log_append_time
-        outcome.done.set()
+        self._resolve(outcome)
 
     def _fail(
         self,
@@ -744,7 +956,7 @@ class Producer:
             self._accumulator.completed(batch)
         self._incomplete.pop(batch, None)
         batch.outcome.error = error
-        batch.outcome.done.set()
+        self._resolve(batch.outcome)
 
     def _abort_incomplete(self, reason: str) -> None:
         for batch in self._accumulator.abort_all():
@@ -757,7 +969,30 @@ class Producer:
     def _fail_quietly(self, batch: ProducerBatch, error: BaseException) -> None:
         if not batch.outcome.done.is_set():
             batch.outcome.error = error
-            batch.outcome.done.set()
+            self._resolve(batch.outcome)
+
+    def _resolve(self, outcome: _BatchOutcome) -> None:
+        """The batch has its outcome: wakes its records' awaiters, calls their delivery
+        callbacks in record order, and lets the sends waiting for buffer room look again."""
+        outcome.done.set()
+        callbacks = outcome.callbacks
+        if callbacks is not None:
+            outcome.callbacks = None
+            error = outcome.error
+            for index, timestamp, callback in callbacks:
+                try:
+                    if error is None:
+                        callback(outcome.metadata(index, timestamp), None)
+                    else:
+                        callback(None, _fresh(error))
+                except Exception:
+                    log.exception(
+                        "%s: the delivery callback %r for %s failed",
+                        self.client_id,
+                        callback,
+                        outcome.tp,
+                    )
+        self._room_freed()
 
 
 def _as_bytes(name: str, value: object) -> bytes | None:

@@ -214,7 +214,7 @@ async def _produce(target: Any, options: DemoOptions, progress: Progress, done: 
 async def _send_one(producer: Any, value: bytes, partition: int, progress: Progress) -> None:
     # (partition, offset, value, seconds since the start when acknowledged)
     try:
-        meta = await producer.send(TOPIC, value, partition=partition)
+        meta = await producer.send_and_wait(TOPIC, value, partition=partition)
     except errors.KafkaError as error:
         name = type(error).__name__
         progress.send_errors[name] = progress.send_errors.get(name, 0) + 1

@@ -652,7 +652,7 @@ class Simulation:
                 outcome, offset, error = Outcome.INDETERMINATE, -1, None
                 try:
                     with trio.move_on_after(30.0):
-                        meta = await producer.send(TOPIC, value, partition=partition)
+                        meta = await producer.send_and_wait(TOPIC, value, partition=partition)
                         outcome, offset = Outcome.OK, meta.offset
                 except errors.KafkaError as failure:
                     # With retries, an earlier attempt may have been written: indeterminate.

@@ -170,7 +170,7 @@ async def produce_lines(
 
     async def send(key: bytes | None, value: bytes) -> None:
         try:
-            await producer.send(topic, value, key=key)
+            await producer.send_and_wait(topic, value, key=key)
         except errors.KafkaError as error:
             delivery.failures.append(error)
         finally:

@@ -140,7 +140,7 @@ async def _cluster_with_acknowledged_data(seed):
             await admin.create_topic("t", partitions=1, replication_factor=3)
         async with cluster.producer(acks="all") as producer:
             for value in RECORDS:
-                await producer.send("t", value, partition=0)
+                await producer.send_and_wait("t", value, partition=0)
         await wait_for_identical_replicas(cluster, TP, [1, 2, 3])
         yield cluster
 
@@ -189,7 +189,7 @@ async def _still_controlled(cluster, controller):
         await admin.create_topic("after", partitions=3, replication_factor=3)
     async with cluster.producer(acks="all") as producer:
         for partition in range(3):
-            await producer.send("after", b"v", partition=partition)
+            await producer.send_and_wait("after", b"v", partition=partition)
     epoch = cluster.brokers[controller].controller.epoch
     for broker in cluster.brokers.values():
         assert broker.replica_manager.controller_epoch == epoch

@@ -60,12 +60,12 @@ async def test_cluster_default_and_per_broker_min_insync_replicas_apply_at_once(
             async with cluster.producer(
                 acks="all", delivery_timeout_ms=20_000, request_timeout_ms=10_000
             ) as producer:
-                await producer.send("t", b"all three in sync", partition=0)
+                await producer.send_and_wait("t", b"all three in sync", partition=0)
                 await cluster.kill_broker(other)
                 partition = cluster.brokers[leader].replica_manager.partition(TP)
                 await poll_until(lambda: len(partition.isr) == 2, timeout=60)
                 with pytest.raises(errors.NotEnoughReplicasError):
-                    await producer.send("t", b"two in sync, three wanted", partition=0)
+                    await producer.send_and_wait("t", b"two in sync, three wanted", partition=0)
 
                 # The leader's own setting wins over the cluster default.
                 await admin.alter_configs(broker=leader, set={"min.insync.replicas": "2"})
@@ -75,7 +75,7 @@ async def test_cluster_default_and_per_broker_min_insync_replicas_apply_at_once(
                 assert applied(cluster, "min.insync.replicas", 3, [follower])
                 entry = (await admin.describe_configs(broker=leader))["min.insync.replicas"]
                 assert (entry.value, entry.source) == ("2", ConfigSourceCode.DYNAMIC_BROKER_CONFIG)
-                await producer.send("t", b"two in sync, two wanted", partition=0)
+                await producer.send_and_wait("t", b"two in sync, two wanted", partition=0)
 
             # Settings that cannot change at run time are refused, as Kafka refuses them.
             with pytest.raises(
@@ -96,7 +96,7 @@ async def test_cluster_default_and_per_broker_min_insync_replicas_apply_at_once(
                 timeout=30,
             )
         async with cluster.producer(acks="all") as producer:
-            await producer.send("t", b"after the resize", partition=0)
+            await producer.send_and_wait("t", b"after the resize", partition=0)
 
         # A restarted broker reads the dynamic configs from ZooKeeper before it serves, the
         # notifications long gone (Kafka purges them after 15 minutes).
@@ -125,8 +125,8 @@ async def test_log_defaults_reach_topics_without_their_own_setting(autojump_cloc
 
             async with cluster.producer(acks="all", clock=an_hour_ago) as producer:
                 for _ in range(40):
-                    await producer.send("t", b"x" * 100, partition=0)
-                    await producer.send("kept", b"x" * 100, partition=0)
+                    await producer.send_and_wait("t", b"x" * 100, partition=0)
+                    await producer.send_and_wait("kept", b"x" * 100, partition=0)
             logs = broker.replica_manager.log_manager.logs
             log, kept = logs[TP], logs[TopicPartition("kept", 0)]
             assert len(log.segment_base_offsets()) > 2

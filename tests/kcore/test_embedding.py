@@ -57,7 +57,7 @@ async def test_one_broker_over_real_tcp_needs_no_network_nor_rng(tmp_path) -> No
                 async with kcore.Admin(broker.bootstrap_servers) as admin:
                     await admin.create_topic("t", partitions=1, replication_factor=1)
                 async with kcore.Producer(broker.bootstrap_servers) as producer:
-                    sent = await producer.send("t", b"hello")
+                    sent = await producer.send_and_wait("t", b"hello")
                 async with kcore.Consumer([broker.address]) as consumer:
                     consumer.assign([("t", 0)])
                     [record] = await _consume(consumer, 1)
@@ -96,7 +96,7 @@ async def test_a_cluster_is_ready_when_entered(autojump_clock) -> None:
         async with cluster.admin() as admin:
             await admin.create_topic("t", partitions=3, replication_factor=3)
         async with cluster.producer(acks="all") as producer:
-            sent = [await producer.send("t", b"v%d" % i, partition=i) for i in range(3)]
+            sent = [await producer.send_and_wait("t", b"v%d" % i, partition=i) for i in range(3)]
         async with cluster.consumer() as consumer:
             consumer.assign([("t", p) for p in range(3)])
             records = await _consume(consumer, 3)
@@ -114,7 +114,7 @@ async def test_a_cluster_opened_again_on_its_data_dir_keeps_its_records(
             await admin.create_topic("t", partitions=1, replication_factor=3)
         async with cluster.producer(acks="all") as producer:
             for i in range(3):
-                await producer.send("t", b"v%d" % i)
+                await producer.send_and_wait("t", b"v%d" % i)
         first_id = cluster.brokers[1].cluster_id
     async with kcore.open_cluster(
         3, data_dir=tmp_path, network=transport.SimNetwork(3), rng=random.Random(3)

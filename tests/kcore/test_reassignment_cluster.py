@@ -62,7 +62,9 @@ async def test_a_partition_moves_to_new_brokers_under_an_acks_all_load(
                 async with cluster.producer(acks="all") as producer:
                     while not stop.is_set():
                         value = b"v%d" % len(acked)
-                        acked.append(((await producer.send("t", value, partition=0)).offset, value))
+                        acked.append(
+                            ((await producer.send_and_wait("t", value, partition=0)).offset, value)
+                        )
 
             async def moved() -> bool:
                 described = (await admin.describe_topic("t")).partitions[0]

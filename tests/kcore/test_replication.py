@@ -48,7 +48,7 @@ async def _read_all(cluster, tp, count, timeout=60.0):
 async def _produce(producer, values, partition=0):
     acked = {}
     for value in values:
-        meta = await producer.send("t", value, partition=partition)
+        meta = await producer.send_and_wait("t", value, partition=partition)
         acked[meta.offset] = value
     return acked
 
@@ -110,7 +110,7 @@ async def test_acked_records_survive_the_controller_being_killed_mid_way(autojum
             async with cluster.producer(acks="all") as producer:
                 for i in range(30):
                     value = b"p%d-%d" % (partition, i)
-                    meta = await producer.send("t", value, partition=partition)
+                    meta = await producer.send_and_wait("t", value, partition=partition)
                     acked[meta.partition, meta.offset] = value
 
         async with trio.open_nursery() as nursery:
@@ -181,7 +181,7 @@ async def test_min_insync_replicas_refuses_acks_all_with_two_replicas_dead(autoj
             partition = cluster.brokers[leader].replica_manager.partition(TP)
             await wait_for(lambda: _async_true(partition.isr == (leader,)), timeout=60)
             with pytest.raises(errors.NotEnoughReplicasError):
-                await producer.send("t", b"refused", partition=0)
+                await producer.send_and_wait("t", b"refused", partition=0)
         assert replica_records(cluster.brokers[leader], TP) == list(acked.items())
         assert await _read_all(cluster, TP, 1) == list(acked.items())
 

@@ -26,7 +26,7 @@ async def test_a_deleted_topic_is_gone_everywhere_and_can_be_created_again(
             await admin.create_topic("t", partitions=2, replication_factor=3)
             async with cluster.producer(acks="all") as producer:
                 for i in range(5):
-                    await producer.send("t", b"old-%d" % i, partition=0)
+                    await producer.send_and_wait("t", b"old-%d" % i, partition=0)
             assert (tmp_path / "broker-1" / "t-0").is_dir()
 
             await admin.delete_topic("t")
@@ -47,7 +47,7 @@ async def test_a_deleted_topic_is_gone_everywhere_and_can_be_created_again(
 
             await admin.create_topic("t", partitions=1, replication_factor=3)
             async with cluster.producer(acks="all") as producer:
-                meta = await producer.send("t", b"new", partition=0)
+                meta = await producer.send_and_wait("t", b"new", partition=0)
         # The new topic starts from an empty log.
         assert meta.offset == 0
 
@@ -93,7 +93,7 @@ async def test_controlled_shutdown_moves_leadership_before_the_broker_goes(autoj
             async with cluster.producer(acks="all") as producer:
                 while not stopped.is_set():
                     for tp in partitions:
-                        await producer.send("t", b"x", partition=tp.partition)
+                        await producer.send_and_wait("t", b"x", partition=tp.partition)
                         acked += 1
 
         async with trio.open_nursery() as nursery:

@@ -65,7 +65,7 @@ async def test_create_topic_waits_for_leaders(fake_cluster, client_args, autojum
             await admin.create_topic("t", 2)
             assert trio.current_time() - start >= 3
         async with Producer(fake_cluster.bootstrap, **client_args) as producer:
-            assert (await producer.send("t", b"v", partition=1)).offset == 0
+            assert (await producer.send_and_wait("t", b"v", partition=1)).offset == 0
 
 
 async def test_create_topic_times_out_without_leaders(fake_cluster, client_args, autojump_clock):

@@ -32,7 +32,7 @@ async def test_create_partitions_adds_led_partitions_and_refuses_fewer(autojump_
             with pytest.raises(errors.UnknownTopicOrPartitionError):
                 await admin.create_partitions({"absent": 2})
         async with cluster.producer(acks="all") as producer:
-            assert (await producer.send("t", b"v", partition=3)).offset == 0
+            assert (await producer.send_and_wait("t", b"v", partition=3)).offset == 0
 
 
 async def test_describe_configs_of_a_topic_and_of_a_broker(autojump_clock, tmp_path):
@@ -60,7 +60,7 @@ async def test_altered_min_insync_replicas_is_enforced_then_deleted(autojump_clo
         await cluster.wait_for_controller(timeout=30)
         async with cluster.admin() as admin, cluster.producer(acks="all", retries=0) as producer:
             await admin.create_topic("t", partitions=1, replication_factor=3)
-            await producer.send("t", b"before")
+            await producer.send_and_wait("t", b"before")
 
             # More in-sync replicas than the topic has: acks=all is refused once the
             # leader reloaded the topic's config from its /config/changes notification.
@@ -85,7 +85,7 @@ async def _send_until(producer, *, refused: bool, timeout: float = 30.0) -> None
     with trio.fail_after(timeout):
         while True:
             try:
-                await producer.send("t", b"probe")
+                await producer.send_and_wait("t", b"probe")
             except errors.NotEnoughReplicasError:
                 if refused:
                     return
@@ -103,7 +103,7 @@ async def test_delete_records_moves_every_replicas_log_start(autojump_clock, tmp
             await admin.create_topic("t", partitions=2, replication_factor=3)
             async with cluster.producer(acks="all") as producer:
                 for i in range(10):
-                    await producer.send("t", b"r%d" % i, partition=0)
+                    await producer.send_and_wait("t", b"r%d" % i, partition=0)
 
             assert await admin.delete_records({("t", 0): 4}) == {("t", 0): 4}
             # Answered once every live replica deleted as far.

@@ -31,8 +31,12 @@ async def wait_until(condition, timeout=120.0):
 
 async def produce(cluster, topic, count, partitions, start=0):
     async with cluster.producer(acks="all") as producer:
-        for i in range(start, start + count):
+        sent = [
             await producer.send(topic, f"v{i}".encode(), partition=i % partitions)
+            for i in range(start, start + count)
+        ]
+        for record in sent:
+            await record  # acknowledged, or the test fails
 
 
 @attrs.define(eq=False)

@@ -119,7 +119,7 @@ def stamps(cluster: SequenceCheckingCluster, partition: int = 0) -> list[tuple[i
 async def test_idempotence_is_on_by_default(cluster, client_args):
     async with Producer(cluster.bootstrap, **client_args) as p:
         assert p.enable_idempotence
-        await p.send("t", b"a", partition=0)
+        await p.send_and_wait("t", b"a", partition=0)
     assert stamps(cluster) == [(1000, 0, 0)]
 
 
@@ -127,13 +127,13 @@ async def test_a_batch_never_written_then_expired_does_not_wedge_the_partition(
     cluster, client_args
 ):
     async with producer(cluster, client_args) as p:
-        assert (await p.send("t", b"x", partition=0)).offset == 0
+        assert (await p.send_and_wait("t", b"x", partition=0)).offset == 0
         cluster.actions[("t", 0)] = deque([LOSE_REQUEST] * 100)
         with pytest.raises((errors.RequestTimedOutError, errors.NetworkError)):
-            await p.send("t", b"lost", partition=0)  # sequence 1, never written
+            await p.send_and_wait("t", b"lost", partition=0)  # sequence 1, never written
         cluster.actions.clear()
         # Without the epoch bump this would be sequence 2 after 0: out of order, forever.
-        metas = [await p.send("t", v, partition=0) for v in (b"b", b"c")]
+        metas = [await p.send_and_wait("t", v, partition=0) for v in (b"b", b"c")]
     assert [m.offset for m in metas] == [1, 2]
     assert written(cluster) == [b"x", b"b", b"c"]
     assert stamps(cluster) == [(1000, 0, 0), (1000, 1, 0), (1000, 1, 1)]
@@ -143,13 +143,13 @@ async def test_a_batch_written_but_unacknowledged_then_expired_is_not_written_tw
     cluster, client_args
 ):
     async with producer(cluster, client_args) as p:
-        await p.send("t", b"x", partition=0)
+        await p.send_and_wait("t", b"x", partition=0)
         # Written at the first attempt; every answer lost until the delivery timeout.
         cluster.actions[("t", 0)] = deque([WRITE_AND_LOSE_ANSWER] * 100)
         with pytest.raises((errors.RequestTimedOutError, errors.NetworkError)):
-            await p.send("t", b"a", partition=0)  # the outcome is unknown to the producer
+            await p.send_and_wait("t", b"a", partition=0)  # the outcome is unknown to the producer
         cluster.actions.clear()
-        metas = [await p.send("t", v, partition=0) for v in (b"b", b"c")]
+        metas = [await p.send_and_wait("t", v, partition=0) for v in (b"b", b"c")]
     assert [m.offset for m in metas] == [2, 3]
     assert written(cluster) == [b"x", b"a", b"b", b"c"]  # "a" once, never resent
     assert stamps(cluster) == [(1000, 0, 0), (1000, 0, 1), (1000, 1, 0), (1000, 1, 1)]
@@ -157,11 +157,11 @@ async def test_a_batch_written_but_unacknowledged_then_expired_is_not_written_tw
 
 async def test_a_retry_after_a_lost_answer_gets_the_original_offset(cluster, client_args):
     async with producer(cluster, client_args, delivery_timeout_ms=10_000) as p:
-        await p.send("t", b"x", partition=0)
+        await p.send_and_wait("t", b"x", partition=0)
         cluster.actions[("t", 0)] = deque([WRITE_AND_LOSE_ANSWER, WRITE_AND_LOSE_ANSWER])
-        meta = await p.send("t", b"a", partition=0)  # third attempt: a duplicate
+        meta = await p.send_and_wait("t", b"a", partition=0)  # third attempt: a duplicate
         assert meta.offset == 1
-        assert (await p.send("t", b"b", partition=0)).offset == 2
+        assert (await p.send_and_wait("t", b"b", partition=0)).offset == 2
     assert written(cluster) == [b"x", b"a", b"b"]
     assert stamps(cluster) == [(1000, 0, 0), (1000, 0, 1), (1000, 0, 2)]  # no bump
 
@@ -171,12 +171,12 @@ async def test_a_later_batch_queued_behind_an_expiring_one_goes_in_the_new_epoch
 ):
     outcomes: dict[bytes, object] = {}
     async with producer(cluster, client_args) as p:
-        await p.send("t", b"x", partition=0)
+        await p.send_and_wait("t", b"x", partition=0)
         cluster.actions[("t", 0)] = deque([LOSE_REQUEST] * 3)
 
         async def send(value: bytes) -> None:
             try:
-                outcomes[value] = (await p.send("t", value, partition=0)).offset
+                outcomes[value] = (await p.send_and_wait("t", value, partition=0)).offset
             except errors.KafkaError as exc:
                 outcomes[value] = type(exc)
 
@@ -193,21 +193,21 @@ async def test_a_later_batch_queued_behind_an_expiring_one_goes_in_the_new_epoch
 
 async def test_retries_exhausted_does_not_wedge_the_partition(cluster, client_args):
     async with producer(cluster, client_args, retries=2) as p:
-        await p.send("t", b"x", partition=0)
+        await p.send_and_wait("t", b"x", partition=0)
         cluster.actions[("t", 0)] = deque([19, 19, 19])  # NOT_ENOUGH_REPLICAS
         with pytest.raises(errors.NotEnoughReplicasError, match="retries=2 exhausted"):
-            await p.send("t", b"a", partition=0)
-        assert (await p.send("t", b"b", partition=0)).offset == 1
+            await p.send_and_wait("t", b"a", partition=0)
+        assert (await p.send_and_wait("t", b"b", partition=0)).offset == 1
     assert stamps(cluster) == [(1000, 0, 0), (1000, 1, 0)]
 
 
 async def test_a_non_retriable_failure_bumps_the_epoch(cluster, client_args):
     async with producer(cluster, client_args) as p:
-        await p.send("t", b"x", partition=0)
+        await p.send_and_wait("t", b"x", partition=0)
         cluster.actions[("t", 0)] = deque([10])  # MESSAGE_TOO_LARGE
         with pytest.raises(errors.MessageTooLargeError):
-            await p.send("t", b"a", partition=0)
-        await p.send("t", b"b", partition=0)
+            await p.send_and_wait("t", b"a", partition=0)
+        await p.send_and_wait("t", b"b", partition=0)
     assert written(cluster) == [b"x", b"b"]
     assert stamps(cluster) == [(1000, 0, 0), (1000, 1, 0)]
 
@@ -216,10 +216,10 @@ async def test_out_of_order_sequence_bumps_and_resends_the_refused_batch_at_zero
     cluster, client_args
 ):
     async with producer(cluster, client_args) as p:
-        await p.send("t", b"x", partition=0)
+        await p.send_and_wait("t", b"x", partition=0)
         cluster.actions[("t", 0)] = deque([45])  # e.g. the leader lost the producer's state
-        assert (await p.send("t", b"a", partition=0)).offset == 1
-        assert (await p.send("t", b"b", partition=0)).offset == 2
+        assert (await p.send_and_wait("t", b"a", partition=0)).offset == 1
+        assert (await p.send_and_wait("t", b"b", partition=0)).offset == 2
     sent = [
         parse_header(m.partitions[0].records).producer_epoch
         for _, m in cluster.requests_of(ApiKey.PRODUCE)
@@ -230,9 +230,9 @@ async def test_out_of_order_sequence_bumps_and_resends_the_refused_batch_at_zero
 
 async def test_unknown_producer_id_bumps_and_retries(cluster, client_args):
     async with producer(cluster, client_args) as p:
-        await p.send("t", b"x", partition=0)
+        await p.send_and_wait("t", b"x", partition=0)
         cluster.actions[("t", 0)] = deque([59])  # UNKNOWN_PRODUCER_ID (log start offset -1)
-        assert (await p.send("t", b"a", partition=0)).offset == 1
+        assert (await p.send_and_wait("t", b"a", partition=0)).offset == 1
     # Without a log start offset in the answer Kafka retries without a bump.
     assert stamps(cluster) == [(1000, 0, 0), (1000, 0, 1)]
 
@@ -240,23 +240,23 @@ async def test_unknown_producer_id_bumps_and_retries(cluster, client_args):
 async def test_duplicate_sequence_is_a_success_at_an_unknown_offset(cluster, client_args):
     async with producer(cluster, client_args) as p:
         cluster.actions[("t", 0)] = deque([46])
-        assert (await p.send("t", b"a", partition=0)).offset == -1
-        await p.send("t", b"b", partition=0)
+        assert (await p.send_and_wait("t", b"a", partition=0)).offset == -1
+        await p.send_and_wait("t", b"b", partition=0)
     assert len(cluster.requests_of(ApiKey.PRODUCE)) == 2  # not retried
     assert stamps(cluster) == [(1000, 0, 1)]  # "b" follows "a"'s sequence: no bump
 
 
 async def test_a_retry_on_another_partition_keeps_its_old_epoch(cluster, client_args):
     async with producer(cluster, client_args, delivery_timeout_ms=10_000) as p:
-        await p.send("t", b"x0", partition=0)
-        await p.send("t", b"x1", partition=1)
+        await p.send_and_wait("t", b"x0", partition=0)
+        await p.send_and_wait("t", b"x1", partition=1)
         cluster.actions[("t", 1)] = deque([WRITE_AND_LOSE_ANSWER])  # retried after 1 s
         cluster.actions[("t", 0)] = deque([10])
         results = {}
 
         async def send(partition: int, value: bytes) -> None:
             try:
-                results[value] = (await p.send("t", value, partition=partition)).offset
+                results[value] = (await p.send_and_wait("t", value, partition=partition)).offset
             except errors.KafkaError as exc:
                 results[value] = type(exc)
 
@@ -265,7 +265,7 @@ async def test_a_retry_on_another_partition_keeps_its_old_epoch(cluster, client_
             await trio.sleep(0.1)
             nursery.start_soon(send, 0, b"a0")  # fails: the epoch goes to 1 meanwhile
         assert results == {b"a0": errors.MessageTooLargeError, b"a1": 1}
-        await p.send("t", b"b1", partition=1)
+        await p.send_and_wait("t", b"b1", partition=1)
     attempts = [
         m.partitions[0].records
         for _, m in cluster.requests_of(ApiKey.PRODUCE)
@@ -279,11 +279,11 @@ async def test_a_retry_on_another_partition_keeps_its_old_epoch(cluster, client_
 async def test_an_exhausted_epoch_gets_a_new_producer_id(cluster, client_args):
     cluster.producer_ids.extend([(500, 32767), (501, 0)])
     async with producer(cluster, client_args) as p:
-        await p.send("t", b"x", partition=0)
+        await p.send_and_wait("t", b"x", partition=0)
         cluster.actions[("t", 0)] = deque([10])
         with pytest.raises(errors.MessageTooLargeError):
-            await p.send("t", b"a", partition=0)
-        await p.send("t", b"b", partition=0)
+            await p.send_and_wait("t", b"a", partition=0)
+        await p.send_and_wait("t", b"b", partition=0)
     assert len(cluster.requests_of(ApiKey.INIT_PRODUCER_ID)) == 2
     assert stamps(cluster) == [(500, 32767, 0), (501, 0, 0)]
 

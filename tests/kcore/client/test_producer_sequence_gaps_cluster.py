@@ -40,14 +40,14 @@ async def test_an_expired_sent_batch_does_not_wedge_the_partition(autojump_clock
             await admin.create_topic("t", partitions=1, replication_factor=1)
         async with cluster.producer(delivery_timeout_ms=3000, request_timeout_ms=1000) as p:
             assert p.enable_idempotence  # the default
-            assert (await p.send("t", b"x")).offset == 0
+            assert (await p.send_and_wait("t", b"x")).offset == 0
             me, broker = p._network.node_name, broker_node(1)
             link = (me, broker) if held == "request" else (broker, me)
             cluster.network.block(*link)
             with pytest.raises((errors.RequestTimedOutError, errors.NetworkError)):
-                await p.send("t", b"expired")
+                await p.send_and_wait("t", b"expired")
             cluster.network.heal()
-            metas = [await p.send("t", v) for v in (b"b", b"c")]
+            metas = [await p.send_and_wait("t", v) for v in (b"b", b"c")]
         values = await read_back(cluster)
         assert values.count(b"expired") <= 1
         assert [v for v in values if v != b"expired"] == [b"x", b"b", b"c"]
@@ -64,10 +64,10 @@ async def test_a_batch_the_broker_refuses_leaves_no_wedge(autojump_clock):
         async with cluster.admin() as admin:
             await admin.create_topic("t", 1, 1, config={"max.message.bytes": "2000"})
         async with cluster.producer() as p:
-            await p.send("t", b"x")
+            await p.send_and_wait("t", b"x")
             with pytest.raises(errors.MessageTooLargeError):
-                await p.send("t", b"y" * 5000)
-            metas = [await p.send("t", v) for v in (b"b", b"c")]
+                await p.send_and_wait("t", b"y" * 5000)
+            metas = [await p.send_and_wait("t", v) for v in (b"b", b"c")]
         assert [m.offset for m in metas] == [1, 2]
         assert await read_back(cluster) == [b"x", b"b", b"c"]
         assert epochs_in_log(cluster, 1) == [(0, 0), (1, 0), (1, 1)]

@@ -76,13 +76,13 @@ async def test_a_stale_metadata_answer_does_not_send_retries_back_to_the_old_lea
         # from it too.
         enable_idempotence=False,
     ) as producer:
-        await producer.send("t", b"v0")
+        await producer.send_and_wait("t", b"v0")
         # The controller moves the leadership to broker 2 (leader epoch 1); broker 3 does
         # not hear of it (cut off from the controller) and keeps naming broker 1.
         cluster.move_leader("t", 0, 2)
         cluster.stale_views[3] = {("t", 0): (1, 0)}
         for i in range(1, 40):
-            await producer.send("t", f"v{i}".encode())
+            await producer.send_and_wait("t", f"v{i}".encode())
             await trio.sleep(0.05)
     produces = [broker for broker, _ in cluster.requests_of(ApiKey.PRODUCE)]
     metadata_from_stale_broker = [b for b, _ in cluster.requests_of(ApiKey.METADATA) if b == 3]
@@ -108,11 +108,11 @@ async def test_a_recreated_topic_takes_the_new_leaders_although_their_epochs_are
     async with Producer(
         cluster.bootstrap, network=cluster.network.node("client-1"), rng=random.Random(42)
     ) as producer:
-        await producer.send("t", b"old")
+        await producer.send_and_wait("t", b"old")
         # Deleted and created again (another topic id): leader 2 at leader epoch 0.
         cluster.topics["t"] = [attrs.evolve(cluster.partition("t", 0), leader=2, leader_epoch=0)]
         cluster.topic_ids = {"t": "id-t-2"}
-        meta = await producer.send("t", b"new")
+        meta = await producer.send_and_wait("t", b"new")
     assert meta.partition == 0
     assert [b for b, _ in cluster.requests_of(ApiKey.PRODUCE)][-1] == 2
 
@@ -129,13 +129,13 @@ async def test_an_answer_naming_no_broker_does_not_erase_what_the_producer_knows
         rng=random.Random(42),
         metadata_max_age_ms=100,
     ) as producer:
-        await producer.send("t", b"v0")
+        await producer.send_and_wait("t", b"v0")
         # Broker 3 restarts and the controller has not filled its cache yet; broker 1
         # (cut off from the controller) still names the leader before the election.
         cluster.empty_caches.add(3)
         cluster.stale_views[1] = {("t", 0): (1, 0)}
         for i in range(1, 40):
-            await producer.send("t", f"v{i}".encode())
+            await producer.send_and_wait("t", f"v{i}".encode())
             await trio.sleep(0.05)
     assert [b for b, _ in cluster.requests_of(ApiKey.METADATA) if b == 3]  # it was asked
     assert {b for b, _ in cluster.requests_of(ApiKey.PRODUCE)} == {2}

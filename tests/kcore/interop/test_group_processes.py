@@ -96,7 +96,7 @@ class Production:
             index = 0
             while not self.stopping.is_set():
                 value = f"record-{index}".encode()
-                meta = await producer.send(self.topic, value, partition=index % PARTITIONS)
+                meta = await producer.send_and_wait(self.topic, value, partition=index % PARTITIONS)
                 self.acknowledged.append((meta.partition, meta.offset, value))
                 index += 1
                 await trio.sleep(0.01)  # a steady trickle, not a flood

@@ -45,7 +45,7 @@ async def test_metrics_follow_produce_and_a_broker_death(autojump_clock):
         await poll_until(led)
         async with cluster.producer(acks="all") as producer:
             for n in range(RECORDS):
-                await producer.send("t", b"record-%d" % n, partition=0)
+                await producer.send_and_wait("t", b"record-%d" % n, partition=0)
 
         # BrokerTopicMetrics: the leader appended every record; nobody else did.
         assert _value(brokers[leader], MESSAGES_IN) == RECORDS

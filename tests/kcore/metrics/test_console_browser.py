@@ -39,7 +39,7 @@ async def test_the_console_shows_the_cluster_in_a_browser(
             await admin.create_topic("orders", partitions=3, replication_factor=3)
         async with cluster.producer(acks="all") as producer:
             for n in range(5):
-                await producer.send("orders", b"v%d" % n, partition=0)
+                await producer.send_and_wait("orders", b"v%d" % n, partition=0)
         victim = next(b for b in sorted(cluster.brokers) if b != controller)
         host, port = cluster.http_addresses()[controller]
         await cluster.kill_broker(victim)

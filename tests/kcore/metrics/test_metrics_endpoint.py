@@ -68,7 +68,7 @@ async def test_a_broker_process_serves_its_metrics_to_prometheus(tmp_path):
                 await admin.create_topic("t", partitions=1, replication_factor=1)
             async with kcore.Producer(listening, acks="all") as producer:
                 for n in range(RECORDS):
-                    await producer.send("t", b"v%d" % n, partition=0)
+                    await producer.send_and_wait("t", b"v%d" % n, partition=0)
             samples = await trio.to_thread.run_sync(_scrape, url)
 
             assert samples[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 1

@@ -71,7 +71,7 @@ async def test_mutual_tls_required_on_one_listener_refuses_a_client_without_a_ce
             async with Admin(ssl_listener, network=trusting) as admin:
                 await admin.create_topic("t", partitions=1, replication_factor=1)
             async with Producer(ssl_listener, network=trusting) as producer:
-                assert (await producer.send("t", b"over TLS")).offset == 0
+                assert (await producer.send_and_wait("t", b"over TLS")).offset == 0
 
             with pytest.raises(errors.KafkaError, match="TLSV13_ALERT_CERTIFICATE_REQUIRED"):
                 async with Admin(mtls_listener, network=trusting) as admin:

@@ -110,7 +110,7 @@ async def test_kcore_clients_reach_the_cluster_with_the_ca_and_not_with_another(
             )  # fmt: skip
         async with Producer(bootstrap, acks="all", **trusting) as producer:
             for i in range(3):
-                await producer.send("kcore-tls", b"v%d" % i, partition=0)
+                await producer.send_and_wait("kcore-tls", b"v%d" % i, partition=0)
         async with Consumer(bootstrap, **trusting) as consumer:
             consumer.assign([("kcore-tls", 0)])
             consumer.seek_to_beginning()

@@ -124,11 +124,11 @@ async def test_a_failed_log_dir_stops_the_broker_cleanly_and_its_leaderships_mov
             async with cluster.admin() as admin:
                 await admin.create_topic("t", assignments={0: [3, 1]})
                 async with cluster.producer(acks="all") as producer:
-                    assert (await producer.send("t", b"before", partition=0)).offset == 0
+                    assert (await producer.send_and_wait("t", b"before", partition=0)).offset == 0
                     _fail_appends(storage, TP)
                     # Broker 3 answers KAFKA_STORAGE_ERROR (retriable) and stops; the
                     # producer finds the new leader and its send goes through.
-                    assert (await producer.send("t", b"after", partition=0)).offset == 1
+                    assert (await producer.send_and_wait("t", b"after", partition=0)).offset == 1
                 description = await admin.describe_topic("t")
         assert description.partitions[0].leader == 1
         [error] = stopped_by

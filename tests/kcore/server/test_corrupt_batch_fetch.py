@@ -37,7 +37,7 @@ async def test_the_consumer_gets_the_records_before_a_corrupt_batch_then_the_err
             await admin.create_topic("t", partitions=1, replication_factor=1)
         async with cluster.producer() as producer:
             for i in range(BATCHES):
-                await producer.send("t", b"value-%d" % i, partition=0)
+                await producer.send_and_wait("t", b"value-%d" % i, partition=0)
         [segment] = tmp_path.rglob("t-0/*.log")
         _flip_a_byte_of_batch(segment, DAMAGED)
         async with cluster.consumer() as consumer:

@@ -59,7 +59,7 @@ async def _produce_backlog(cluster) -> None:
     async with cluster.producer() as producer:
         for partition in range(PARTITIONS):
             for _ in range(BATCHES_PER_PARTITION):
-                await producer.send("t", VALUE, partition=partition)
+                await producer.send_and_wait("t", VALUE, partition=partition)
 
 
 async def _consume_all(consumer, count: int) -> list:

@@ -54,7 +54,7 @@ async def produce_keyed(cluster, topic, count, keys):
     async with cluster.producer(acks="all") as producer:
         for i in range(count):
             key, value = f"k{i % keys}".encode(), f"v{i}".encode()
-            await producer.send(topic, value, key=key)
+            await producer.send_and_wait(topic, value, key=key)
             latest[key] = value
     return latest
 
@@ -70,11 +70,11 @@ async def test_a_compacted_topic_read_from_the_beginning_gives_the_last_value_of
             await admin.create_topic("c", partitions=1, replication_factor=3, config=COMPACTED)
         async with cluster.producer(acks="all") as producer:
             # (retention.bytes would delete this one's segment under cleanup.policy=delete)
-            await producer.send("c", b"once", key=b"old")
+            await producer.send_and_wait("c", b"once", key=b"old")
         latest = {b"old": b"once"} | await produce_keyed(cluster, "c", 150, keys=10)
         async with cluster.producer(acks="all") as producer:
             with pytest.raises(errors.InvalidRecordError, match="Compacted topic cannot accept"):
-                await producer.send("c", b"no key")
+                await producer.send_and_wait("c", b"no key")
         tp = TopicPartition("c", 0)
         # Every replica cleans its own copy of the log.
         await poll_until(lambda: all(map(compacted, replica_logs(cluster, tp))), timeout=60)

@@ -34,7 +34,7 @@ async def test_lists_describes_and_deletes_a_group(cluster, capsys, require_exte
         await admin.create_topic("orders", 2, 3)
     async with cluster.producer() as producer:
         for value in (b"a", b"b", b"c"):
-            await producer.send("orders", value, partition=0)
+            await producer.send_and_wait("orders", value, partition=0)
     consumer = confluent.Consumer({
         "bootstrap.servers": cluster.bootstrap_servers, "group.id": "billing",
         "client.id": "biller", "auto.offset.reset": "earliest", "enable.auto.commit": False,
