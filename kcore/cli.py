@@ -94,9 +94,9 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
     from kcore.broker_process import load_config, run_broker
     from kcore.config import ConfigError
-    from kcore.log_context import basic_config
 
-    basic_config(getattr(logging, args.log_level))  # lines prefixed [Broker id=N]
+    if not _configure_logging("broker", args, "INFO"):  # lines prefixed [Broker id=N]
+        return 2
     overrides = {}
     for item in args.override:
         key, sep, value = item.partition("=")
@@ -122,9 +122,27 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_logging(command: str, args: argparse.Namespace, default_level: str) -> bool:
+    """The --log-level / --log-config / --log-format flags; False (and why, on stderr) for
+    a log config file that cannot be used."""
+    from kcore.log_context import configure_cli_logging
+
+    try:
+        configure_cli_logging(args, default_level)
+    except ValueError as error:
+        print(f"kcore {command}: {error}", file=sys.stderr)
+        return False
+    return True
+
+
 def _cmd_tool(args: argparse.Namespace) -> int:
     import trio
 
+    from zkstub.log_config import logging_requested
+
+    # A tool's warnings go to stderr as Python's bare lines unless logging is asked for.
+    if logging_requested(args) and not _configure_logging(args.tool.name, args, "WARNING"):
+        return 2
     try:
         return trio.run(args.tool.run_reporting, args)
     except (KeyboardInterrupt, BaseExceptionGroup) as error:
@@ -135,6 +153,8 @@ def _cmd_tool(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from zkstub import log_config
+
     parser = argparse.ArgumentParser(
         prog="kcore", description="Kafka's ZooKeeper-mode core, rebuilt on Trio."
     )
@@ -175,15 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a setting on top of the file (repeatable)",
     )
-    broker.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
-    )
+    log_config.add_arguments(broker, default_level="INFO")
     broker.set_defaults(run=_cmd_broker)
     from kcore.tools import TOOLS
 
     for tool in TOOLS:
         command = commands.add_parser(tool.name, help=tool.summary, description=tool.summary)
         tool.add_arguments(command)
+        log_config.add_arguments(command, default_level=None)
         command.set_defaults(run=_cmd_tool, tool=tool, tool_parser=command)
     return parser
 

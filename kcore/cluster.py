@@ -21,7 +21,8 @@ import trio
 
 from kcore.demo.display import LiveDisplay, PlainDisplay
 from kcore.demo.runner import DemoOptions, run_demo
-from kcore.log_context import basic_config
+from kcore.log_context import configure_cli_logging
+from zkstub import log_config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--data-dir", type=pathlib.Path, help="keep logs here (default: temp)")
     parser.add_argument("--plain", action="store_true", help="plain lines even on a terminal")
-    parser.add_argument("--log-level", default="ERROR", help="kcore's own log level (stderr)")
+    # kcore's own logging (stderr): --log-level [LOGGER=]LEVEL, --log-config, --log-format.
+    log_config.add_arguments(parser, default_level="ERROR")
     return parser
 
 
@@ -63,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"python -m kcore.cluster: {error}", file=sys.stderr)
         return 2
-    basic_config(args.log_level.upper())  # lines prefixed [Broker id=N], as Kafka's
+    try:
+        configure_cli_logging(args, "ERROR")  # lines prefixed [Broker id=N], as Kafka's
+    except ValueError as error:
+        print(f"python -m kcore.cluster: {error}", file=sys.stderr)
+        return 2
     live = sys.stdout.isatty() and not args.plain
     try:
         if live:

@@ -15,6 +15,11 @@ onto each record when the record is made. Library code still only calls
 The prefix is the formatters' (`PrefixFormatter`, `%(log_prefix)s`), never the message's:
 `record.getMessage()` stays what the code logged, which is what the simulator's patterns of
 expected log lines match.
+
+The command-line tools' logging (`configure_cli_logging`) takes zkstub's log4j-like flags
+(`--log-level kcore.controller=DEBUG`, `--log-config FILE`, `--log-format json`:
+`zkstub.log_config`); in JSON lines the prefix becomes fields of their own (`broker_id`,
+and `controller_id` / `controller_epoch` for the controller's lines).
 """
 
 from __future__ import annotations
@@ -23,8 +28,11 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import attrs
+
+from zkstub import log_config
 
 # The format of kcore's command-line tools (`kcore broker`, `python -m kcore.cluster`).
 CLI_FORMAT = "%(asctime)s %(levelname)s %(name)s %(log_prefix)s%(message)s"
@@ -83,13 +91,16 @@ def controller_logging(
 
 
 def annotate(record: logging.LogRecord, source: LogSource | None) -> None:
-    """Sets `broker_id`, `controller_epoch` and `log_prefix` on `record`."""
+    """Sets `broker_id`, `controller_id` (the controller's lines), `controller_epoch` and
+    `log_prefix` on `record`."""
     if source is None:
         record.broker_id = None
+        record.controller_id = None
         record.controller_epoch = None
         record.log_prefix = ""
         return
     record.broker_id = source.broker_id
+    record.controller_id = None if source.controller_epoch is None else source.broker_id
     try:
         record.controller_epoch = source.epoch()
         record.log_prefix = source.prefix()
@@ -123,9 +134,34 @@ class PrefixFormatter(logging.Formatter):
         return super().format(record)
 
 
-def basic_config(level: int | str, fmt: str = CLI_FORMAT) -> None:
-    """The command-line tools' logging: `logging.basicConfig` with the broker prefixes."""
+def record_context(record: logging.LogRecord) -> dict[str, int | None]:
+    """The prefix as JSON fields: `broker_id` for a broker's lines, and `controller_id` and
+    `controller_epoch` (null while it is not the active controller) for its controller's;
+    nothing for lines from outside any broker."""
+    if not hasattr(record, "log_prefix"):
+        annotate(record, _source.get())
+    broker_id = getattr(record, "broker_id", None)
+    if broker_id is None:
+        return {}
+    context: dict[str, int | None] = {"broker_id": broker_id}
+    controller_id = getattr(record, "controller_id", None)
+    if controller_id is not None:
+        context["controller_id"] = controller_id
+        context["controller_epoch"] = getattr(record, "controller_epoch", None)
+    return context
+
+
+def cli_formatter(log_format: str | None, fmt: str = CLI_FORMAT) -> logging.Formatter:
+    """`--log-format`'s formatter: text lines with Kafka's prefixes (the default), or JSON."""
+    if log_format == "json":
+        return log_config.JsonLineFormatter(record_context)
+    return PrefixFormatter(fmt)
+
+
+def configure_cli_logging(args: Any, default_level: str) -> None:
+    """The logging `zkstub.log_config.add_arguments`' flags ask for, on stderr. Raises
+    LogConfigError (a ValueError naming the file and line) for a log config file that
+    cannot be used."""
+    levels = log_config.levels_from_args(args, default_level)
     install_record_factory()
-    handler = logging.StreamHandler()
-    handler.setFormatter(PrefixFormatter(fmt))
-    logging.basicConfig(level=level, handlers=[handler])
+    log_config.configure(levels, cli_formatter(args.log_format))

@@ -36,7 +36,13 @@ from transport._errors import (
 )
 from transport._network import ConnectionHandler, Listener, Network
 from transport._reconnect import RpcClient, open_rpc_client
-from transport._server import FrameProtocol, Request, RpcServer, ServerConnection
+from transport._server import (
+    FrameProtocol,
+    Request,
+    RequestTiming,
+    RpcServer,
+    ServerConnection,
+)
 from transport._sim import SimNetwork
 from transport._tcp import TcpNetwork
 from transport._tcp_cut import CuttableTcpNetwork
@@ -63,6 +69,7 @@ __all__ = [
     "RemoteProtocolError",
     "Request",
     "RequestTimeoutError",
+    "RequestTiming",
     "Response",
     "RpcClient",
     "RpcConnection",

@@ -31,7 +31,15 @@ from transport._errors import (
 )
 from transport._writer import FrameWriter
 
-__all__ = ["FrameProtocol", "Handler", "Request", "RpcServer", "ServerConnection", "message_bytes"]
+__all__ = [
+    "FrameProtocol",
+    "Handler",
+    "Request",
+    "RequestTiming",
+    "RpcServer",
+    "ServerConnection",
+    "message_bytes",
+]
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +141,39 @@ class ServerConnection:
         self.closing_after_answer = True
 
 
+@attrs.define
+class RequestTiming:
+    """When the server read a request, started its handler, had its answer and had written
+    it (Trio's clock, seconds): what a broker's RequestQueueTimeMs and ResponseSendTimeMs
+    are made of. `on_sent`, if a handler sets it, is called once `sent` is known (also for a
+    request that gets no response: once the responses before it are written); never if the
+    connection goes first."""
+
+    received: float
+    started: float | None = None
+    answered: float | None = None
+    sent: float | None = None
+    on_sent: Callable[[RequestTiming], None] | None = None
+
+    @property
+    def queued_seconds(self) -> float | None:
+        """From being read off the connection to its handler's start."""
+        return None if self.started is None else self.started - self.received
+
+    @property
+    def sending_seconds(self) -> float | None:
+        """From the handler's answer to the response written (waiting for earlier
+        responses of the connection included: they leave in arrival order)."""
+        if self.sent is None or self.answered is None:
+            return None
+        return self.sent - self.answered
+
+
 @attrs.frozen
 class Request:
-    """A request as its handler gets it: the envelope's fields and the connection it came
-    on (to push to, close, or keep per-connection state in)."""
+    """A request as its handler gets it: the envelope's fields, the connection it came on
+    (to push to, close, or keep per-connection state in), and its `timing` (None for a
+    request made up outside a server)."""
 
     api_key: int
     api_version: int
@@ -144,6 +181,7 @@ class Request:
     client_id: str | None
     body: object
     connection: ServerConnection = attrs.field(repr=False)
+    timing: RequestTiming | None = attrs.field(default=None, eq=False, repr=False)
 
 
 Handler = Callable[[Request], Awaitable[object]]
@@ -204,7 +242,9 @@ class _Pipeline:
         self.in_flight = 0  # requests received whose response is not written yet
         self._next_seq = 0
         self._next_to_send = 0
-        self._finished: dict[int, bytes] = {}  # responses waiting for an earlier one
+        # Responses waiting for an earlier one, with their requests' timings.
+        self._finished: dict[int, tuple[bytes, RequestTiming | None]] = {}
+        self._unsent: deque[RequestTiming | None] = deque()  # in the writer, in order
 
     def admit(self, size: int) -> int:
         """A request of about `size` bytes arrived: its sequence number."""
@@ -215,22 +255,26 @@ class _Pipeline:
         self.queued.used += size
         return seq
 
-    def complete(self, seq: int, frame: bytes) -> None:
+    def complete(self, seq: int, frame: bytes, timing: RequestTiming | None = None) -> None:
         """A response is ready: queue it, and any later ones that were waiting for it. An
         empty frame (a request that gets no answer) still goes through the writer, so the
         request counts as answered once everything before it is written."""
+        if timing is not None:
+            timing.answered = trio.current_time()
         if seq != self._next_to_send:
-            self._finished[seq] = frame
+            self._finished[seq] = (frame, timing)
             return
         writer = self.writer
         writer.put(frame, counted=True)
+        self._unsent.append(timing)
         seq += 1
         finished = self._finished
         while finished:
-            frame = finished.pop(seq, None)
-            if frame is None:
+            waiting = finished.pop(seq, None)
+            if waiting is None:
                 break
-            writer.put(frame, counted=True)
+            writer.put(waiting[0], counted=True)
+            self._unsent.append(waiting[1])
             seq += 1
         self._next_to_send = seq
         if self.client.closing_after_answer:
@@ -242,6 +286,16 @@ class _Pipeline:
         self.queued.release(sum(self.sizes.popleft() for _ in range(count)))
         if self.reader_waiting:
             self.reader_waiting.unpark()
+        now = trio.current_time()
+        for _ in range(count):
+            timing = self._unsent.popleft()
+            if timing is not None:
+                timing.sent = now
+                if timing.on_sent is not None:
+                    try:
+                        timing.on_sent(timing)
+                    except Exception:
+                        log.exception("on_sent failed for a request from %s", self.client.peer_name)
 
 
 class RpcServer:
@@ -376,7 +430,10 @@ class RpcServer:
                 seq, encode_response(correlation_id, INVALID_REQUEST, {"error_message": reason})
             )
             return
-        request = Request(api_key, api_version, correlation_id, client_id, body, pipeline.client)
+        request = Request(
+            api_key, api_version, correlation_id, client_id, body, pipeline.client,
+            RequestTiming(trio.current_time()),
+        )  # fmt: skip
         self._enqueue(pipeline, (seq, handler, request, None), nursery)
 
     def _dispatch_foreign(self, pipeline: _Pipeline, frame: bytes, nursery: trio.Nursery) -> None:
@@ -385,7 +442,10 @@ class RpcServer:
         pipeline.client.speaks_foreign_protocol = True
         api_key, api_version, correlation_id, client_id, body = protocol.parse_request(frame)
         seq = pipeline.admit(len(frame))
-        request = Request(api_key, api_version, correlation_id, client_id, body, pipeline.client)
+        request = Request(
+            api_key, api_version, correlation_id, client_id, body, pipeline.client,
+            RequestTiming(trio.current_time()),
+        )  # fmt: skip
         handler = protocol.handlers.get(api_key)
         if handler is None:
             reason = f"unknown api key {api_key}"
@@ -409,10 +469,14 @@ class RpcServer:
         while True:
             while work:
                 seq, handler, request, protocol = work.popleft()
+                timing = request.timing
+                if timing is not None:
+                    timing.started = trio.current_time()
                 if protocol is None:
-                    pipeline.complete(seq, await self._answer(handler, request))
+                    frame = await self._answer(handler, request)
                 else:
-                    pipeline.complete(seq, await self._answer_foreign(protocol, handler, request))
+                    frame = await self._answer_foreign(protocol, handler, request)
+                pipeline.complete(seq, frame, timing)
             await pipeline.idle_workers.park()
 
     async def _answer(self, handler: Handler, request: Request) -> bytes:

@@ -106,8 +106,11 @@ def _cons(facts: ServerFacts) -> str:
     return "".join(_connection_line(c) for c in facts.connections) + "\n"
 
 
-def _mntr(facts: ServerFacts) -> str:
-    pairs = [
+def mntr_pairs(facts: ServerFacts) -> list[tuple[str, str | int]]:
+    """`mntr`'s keys and values, in its order. ZooKeeper 3.8 builds `mntr` from its metrics
+    registry, and its Prometheus provider exports the same gauges without the `zk_` prefix
+    (`prometheus_gauges`)."""
+    return [
         ("zk_version", VERSION),
         ("zk_server_state", "standalone"),
         ("zk_avg_latency", "0.0"),
@@ -126,7 +129,24 @@ def _mntr(facts: ServerFacts) -> str:
         ("zk_global_sessions", len(facts.sessions)),
         ("zk_local_sessions", 0),
     ]
-    return "".join(f"{key}\t{value}\n" for key, value in pairs)
+
+
+def _mntr(facts: ServerFacts) -> str:
+    return "".join(f"{key}\t{value}\n" for key, value in mntr_pairs(facts))
+
+
+_TEXT_KEYS = frozenset({"zk_version", "zk_server_state"})  # mntr lines that are not numbers
+
+
+def prometheus_gauges(facts: ServerFacts) -> list[tuple[str, float]]:
+    """`mntr`'s numbers as ZooKeeper 3.8's Prometheus metrics provider names them (each
+    ServerStats / DataTree gauge under its registered name: `znode_count`,
+    `num_alive_connections`, ...): the same values `mntr` answers at the same moment."""
+    return [
+        (key.removeprefix("zk_"), float(value))
+        for key, value in mntr_pairs(facts)
+        if key not in _TEXT_KEYS
+    ]
 
 
 def _open_file_descriptors() -> int:

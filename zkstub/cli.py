@@ -5,7 +5,8 @@ zookeeper-shell` runs (Kafka's zookeeper-shell.sh).
     python -m zkstub serve --port 2181 [--host 127.0.0.1] [--data-dir D] [--tick-time 2.0]
         [--min-session-timeout S] [--max-session-timeout S] [--max-client-cnxns 60]
         [--sessionless-timeout 10] [--jute-maxbuffer 1048575] [--max-outbound-bytes 16777216]
-        [--4lw-commands-whitelist srvr,ruok] [--truncate-corrupt-log]
+        [--4lw-commands-whitelist srvr,ruok] [--truncate-corrupt-log] [--http HOST:PORT]
+        [--log-level [LOGGER=]LEVEL]... [--log-config FILE] [--log-format text|json]
     python -m zkstub shell HOST:PORT[/chroot] ls|get|stat|create|set|delete PATH [DATA]
 
 Both shells print as ZooKeeper 3.8's zkCli.sh does (`stat` one field per line, `cZxid =
@@ -30,7 +31,7 @@ import trio
 
 import transport
 from zkstub import _jute as jute
-from zkstub import _paths
+from zkstub import _paths, log_config
 from zkstub._client import RpcLink, ZkClientImpl, connect, open_client
 from zkstub._errors import (
     BadArgumentsError,
@@ -46,6 +47,7 @@ from zkstub._errors import (
     ZkError,
 )
 from zkstub._jute_link import JuteLink
+from zkstub._metrics_http import parse_address, serve_metrics
 from zkstub._server import open_server
 from zkstub._storage import CorruptDataError
 from zkstub._types import (
@@ -981,17 +983,23 @@ async def shell(connect_string: str, command: str, path: str, data: str | None) 
 
 async def serve(
     host: str, port: int, data_dir: str | None, tick_time: float,
-    truncate_corrupt_log: bool = False, **limits: float | None,
+    truncate_corrupt_log: bool = False, http: tuple[str, int] | None = None,
+    **limits: float | None,
 ) -> None:  # fmt: skip
     """`limits`: open_server's min/max_session_timeout, max_client_cnxns,
-    sessionless_timeout, max_outbound_bytes, jute_maxbuffer and four_letter_words."""
+    sessionless_timeout, max_outbound_bytes, jute_maxbuffer and four_letter_words. `http`:
+    where to serve `/metrics` (ZooKeeper's Prometheus names), None for nowhere."""
     async with open_server(
         network=transport.TcpNetwork(), address=(host, port), data_dir=data_dir,
         tick_time=tick_time, seed=time.time_ns(),  # distinct session ids per run
         truncate_corrupt_log=truncate_corrupt_log, **limits,
     ) as server:  # fmt: skip
         print(f"zkstub serving on {server.address[0]}:{server.address[1]}", flush=True)
-        await trio.sleep_forever()
+        async with trio.open_nursery() as nursery:
+            if http is not None:
+                bound = await nursery.start(serve_metrics, *http, server._facts)
+                print(f"zkstub http on {bound[0]}:{bound[1]}", flush=True)
+            await trio.sleep_forever()
 
 
 def _positive(kind: type, *, zero: bool = False):
@@ -1008,6 +1016,13 @@ def _positive(kind: type, *, zero: bool = False):
         return value
 
     return parse
+
+
+def _http_address(text: str) -> tuple[str, int]:
+    try:
+        return parse_address(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -1035,6 +1050,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="start even if a transaction log is corrupt, dropping it from the damage on "
         "(acknowledged writes after the damage are lost)",
     )  # fmt: skip
+    serve_parser.add_argument(
+        "--http", type=_http_address, default=None, metavar="HOST:PORT",
+        help="serve /metrics (Prometheus, ZooKeeper's mntr names) here; port 0 picks one",
+    )  # fmt: skip
+    log_config.add_arguments(serve_parser, default_level="INFO")
     shell_parser = commands.add_parser("shell", help="run one zkCli-style command")
     shell_parser.add_argument("server", help="HOST:PORT[/chroot]")
     shell_parser.add_argument("command", choices=COMMANDS)
@@ -1046,7 +1066,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.mode == "serve":
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        try:
+            levels = log_config.levels_from_args(args, "INFO")
+        except log_config.LogConfigError as error:
+            print(f"zkstub: {error}", file=sys.stderr)
+            return 2
+        log_config.configure(
+            levels,
+            log_config.JsonLineFormatter()
+            if args.log_format == "json"
+            else logging.Formatter("%(asctime)s %(name)s %(message)s"),
+        )
         try:
             limits = {
                 name: getattr(args, name)
@@ -1057,7 +1087,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             }  # fmt: skip
             trio.run(
-                partial(serve, truncate_corrupt_log=args.truncate_corrupt_log, **limits),
+                partial(serve, truncate_corrupt_log=args.truncate_corrupt_log, http=args.http,
+                        **limits),
                 args.host, args.port, args.data_dir, args.tick_time,
             )  # fmt: skip
         except KeyboardInterrupt:

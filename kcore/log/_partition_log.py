@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 import attrs
 
+from actors import Timer
 from kcore import errors
 from kcore.log._batch import (
     HEADER_SIZE,
@@ -85,6 +86,10 @@ class _Log:
         # Kafka's flush.messages: fsync once this many messages are unflushed (None: never;
         # Kafka's default, durability comes from replication).
         self.flush_messages: int | None = None
+        # Kafka's LogFlushStats LogFlushRateAndTimeMs, timing every segment's flush (its
+        # fsyncs) as Kafka's LogSegment.flush does: set by the broker's log manager, None
+        # when nobody measures.
+        self.flush_timer: Timer | None = None
         self._segments: list[Segment] = []
         self._log_start_offset = 0
         self._recovery_point = 0
@@ -190,7 +195,7 @@ class _Log:
         # The previous segment is complete: make it durable before starting the next. An
         # OSError opening the new segment's files (EMFILE) leaves the log as it was.
         self._segments[-1].seal()
-        self._segments[-1].flush()
+        self._flush_segment(self._segments[-1])
         segment = self._new_segment(base_offset)
         segment.created_ms = now_ms
         self._segments.append(segment)
@@ -448,7 +453,7 @@ class _Log:
         old segment) and the old files go, with the producer snapshots named after the
         segments that no longer begin anywhere."""
         cleaned.seal()
-        cleaned.flush()
+        self._flush_segment(cleaned)
         cleaned.store.rename(SWAP_SUFFIX)
         for segment in old:
             segment.store.rename(DELETED_SUFFIX)
@@ -479,9 +484,16 @@ class _Log:
             return 0
         dirty = [seg for seg in self._segments if seg.next_offset > self._recovery_point]
         for segment in dirty:
-            segment.flush()
+            self._flush_segment(segment)
         self._recovery_point = self.log_end_offset
         return len(dirty)
+
+    def _flush_segment(self, segment: Segment) -> None:
+        if self.flush_timer is None:
+            segment.flush()
+            return
+        with self.flush_timer.time():  # a flush that fails is counted too, as Kafka's
+            segment.flush()
 
     def close(self) -> None:
         self._segments[-1].seal()  # (the others were sealed when rolled)

@@ -34,6 +34,7 @@ from kcore.metrics._http import (
     parse_request_head,
 )
 from kcore.metrics._http_listener import HttpListener, metrics_route
+from kcore.metrics._log_flush import LOG_FLUSH_RATE_AND_TIME_MS, log_flush_timer
 from kcore.metrics._prometheus import (
     QUANTILE_LABELS,
     MetricsCollector,
@@ -54,6 +55,7 @@ from kcore.metrics._requests import (
 from kcore.metrics._topic_stats import BrokerTopicStats
 
 __all__ = [
+    "LOG_FLUSH_RATE_AND_TIME_MS",
     "QUANTILE_LABELS",
     "BrokerTopicStats",
     "ConsoleState",
@@ -75,6 +77,7 @@ __all__ = [
     "exposition",
     "group_counts",
     "head_end",
+    "log_flush_timer",
     "metrics_route",
     "note_error_codes",
     "note_fetch_origin",

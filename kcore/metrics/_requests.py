@@ -2,12 +2,18 @@
 around the broker's request handlers, for both of its protocols:
 
 - `RequestsPerSec` (tags request, version): requests handled;
-- `TotalTimeMs`: from the handler's start to its answer; `RemoteTimeMs`: the part spent
-  waiting in a purgatory (an acks=all produce for its followers, a fetch's long poll);
-  `LocalTimeMs`: the rest. Kafka's TotalTimeMs also counts the time a request queues
-  before a handler takes it and the time its response takes to send; both happen in the
-  transport, which reports neither, so kcore has no RequestQueueTimeMs and no
-  ResponseSendTimeMs, and its TotalTimeMs is Kafka's minus those two;
+- `RequestQueueTimeMs`: from the request being read off its connection to its handler's
+  start (the transport's `request.timing`: a connection's requests wait for one of its
+  workers, or, on an ordered server, for the ones before them);
+- `RemoteTimeMs`: the part of the handling spent waiting in a purgatory (an acks=all
+  produce for its followers, a fetch's long poll); `LocalTimeMs`: the rest of it;
+- `ResponseSendTimeMs`: from the handler's answer to the response written to the socket
+  (kcore has no response queue between them, so this is Kafka's ResponseQueueTimeMs and
+  ResponseSendTimeMs together: responses leave in arrival order, so it includes waiting
+  for the connection's earlier answers). Recorded once the write is done: its count trails
+  the others by the responses still being written, and a connection lost first leaves none;
+- `TotalTimeMs`: RequestQueueTimeMs + LocalTimeMs + RemoteTimeMs, recorded with the answer
+  (so a client that has its answer finds it counted); Kafka's also adds the send time;
 - `ErrorsPerSec` (tags request, error): every error code in each response, NONE included,
   as Kafka's `errorCounts` (a Produce to three partitions adds three).
 
@@ -24,6 +30,7 @@ from __future__ import annotations
 import contextvars
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import attrs
@@ -124,11 +131,17 @@ def error_name(code: int) -> str:
     return ERROR_NAMES.get(code, f"UNKNOWN_{code}")
 
 
+# Each request type's histograms, in _Timings' order.
+_TIMED = ("TotalTimeMs", "LocalTimeMs", "RemoteTimeMs", "RequestQueueTimeMs", "ResponseSendTimeMs")
+
+
 @attrs.define
 class _Timings:
     total: Histogram
     local: Histogram
     remote: Histogram
+    queue: Histogram
+    send: Histogram
 
 
 @attrs.define(eq=False)
@@ -164,10 +177,10 @@ class RequestMetrics:
             try:
                 body = await handler(request)
             except transport.RpcError as error:
-                self._record(api_key, request.api_version, start, record, {error.error_code: 1})
+                self._record(request, start, record, {error.error_code: 1})
                 raise
             except Exception:
-                self._record(api_key, request.api_version, start, record, {_UNKNOWN: 1})
+                self._record(request, start, record, {_UNKNOWN: 1})
                 raise
             finally:
                 record.answered = True
@@ -176,32 +189,48 @@ class RequestMetrics:
                 codes: Mapping[int, int] = error_codes_in(body)
             else:
                 codes = record.error_codes or {0: 1}
-            self._record(api_key, request.api_version, start, record, codes)
+            self._record(request, start, record, codes)
             return body
 
         return instrumented
 
     def _record(
         self,
-        api_key: int,
-        version: int,
+        request: transport.Request,
         start: float,
         record: RequestRecord,
         codes: Mapping[int, int],
     ) -> None:
-        total_ms = max(0.0, (self.clock() - start) * 1000)
-        remote_ms = min(total_ms, record.remote_seconds * 1000)
+        """Records the answered request, and asks the transport to say when its response
+        is written (ResponseSendTimeMs)."""
+        api_key, version = request.api_key, request.api_version
+        handling_ms = max(0.0, (self.clock() - start) * 1000)
+        remote_ms = min(handling_ms, record.remote_seconds * 1000)
+        queued = None if request.timing is None else request.timing.queued_seconds
+        queue_ms = max(0.0, queued * 1000) if queued is not None else None
         names = [self._name(api_key)]
         if api_key == _FETCH and record.from_follower is not None:
             names.insert(0, "FetchFollower" if record.from_follower else "FetchConsumer")
         for name in names:
             self._requests_counter(name, version).inc()
             timings = self._timings_of(name)
-            timings.total.update(total_ms)
+            timings.total.update(handling_ms + (queue_ms or 0.0))
             timings.remote.update(remote_ms)
-            timings.local.update(total_ms - remote_ms)
+            timings.local.update(handling_ms - remote_ms)
+            if queue_ms is not None:  # a request that came through a server
+                timings.queue.update(queue_ms)
             for code, count in codes.items():
                 self._errors_counter(name, code).inc(count)
+        if request.timing is not None:
+            request.timing.on_sent = partial(self._record_send, names)
+
+    def _record_send(self, names: list[str], timing: transport.RequestTiming) -> None:
+        """The transport wrote the response (`RequestTiming.on_sent`)."""
+        seconds = timing.sending_seconds
+        if seconds is None:
+            return
+        for name in names:
+            self._timings_of(name).send.update(max(0.0, seconds * 1000))
 
     def _name(self, api_key: int) -> str:
         name = self._names.get(api_key)
@@ -223,7 +252,7 @@ class RequestMetrics:
             timings = self._timings[name] = _Timings(
                 *(
                     self.registry.histogram(metric_name(_GROUP, _TYPE, metric, request=name))
-                    for metric in ("TotalTimeMs", "LocalTimeMs", "RemoteTimeMs")
+                    for metric in _TIMED
                 )
             )
         return timings

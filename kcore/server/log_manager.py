@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 import attrs
 import trio
 
+from actors import Timer
 from kcore import errors
 from kcore.common import TopicPartition
 from kcore.config import TopicConfig
@@ -113,6 +114,8 @@ class LogManager:
                 log_dir.mkdir(parents=True, exist_ok=True)
         self.logs: dict[TopicPartition, PartitionLog | MemoryPartitionLog] = {}
         self._dir_of: dict[TopicPartition, pathlib.Path] = {}
+        # LogFlushStats' LogFlushRateAndTimeMs, handed to every log (the replica manager's).
+        self.flush_timer: Timer | None = None
 
     def _checkpoint(self, log_dir: pathlib.Path, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(log_dir / name)
@@ -137,6 +140,8 @@ class LogManager:
                 high_watermarks |= self._read(log_dir, REPLICATION_OFFSET_CHECKPOINT)
             self.logs = dict(self.memory.logs)
             self._dir_of = dict.fromkeys(self.logs, self.log_dirs[0])
+            for log in self.logs.values():
+                log.flush_timer = self.flush_timer
             return high_watermarks
         for log_dir in self.log_dirs:
             recovery_points = self._read(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
@@ -151,6 +156,7 @@ class LogManager:
                     recovery_point=recovery_points.get(tp, 0),
                     log_start_offset=start_offsets.get(tp, 0),
                 )
+                self.logs[tp].flush_timer = self.flush_timer
                 self._dir_of[tp] = log_dir
                 logger.info("loaded log %s: end offset %d", tp, self.logs[tp].log_end_offset)
         return high_watermarks
@@ -177,6 +183,7 @@ class LogManager:
                     segment_ms=config.max_segment_ms,
                 )
         log.flush_messages = config.flush_messages
+        log.flush_timer = self.flush_timer
         self.logs[tp] = log
         self._dir_of[tp] = log_dir
         logger.info("created log %s in %s", tp, log_dir)

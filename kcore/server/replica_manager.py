@@ -38,7 +38,7 @@ from kcore.log import (
     split_batches,
     with_log_append_time,
 )
-from kcore.metrics import BrokerTopicStats, IsrChangeMeters
+from kcore.metrics import BrokerTopicStats, IsrChangeMeters, log_flush_timer
 from kcore.protocol.control import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
@@ -226,6 +226,7 @@ class ReplicaManager:
         config = self.config
         self.topic_stats = BrokerTopicStats(self.metrics)
         self.isr_meters = IsrChangeMeters(self.metrics)
+        self.log_manager.flush_timer = log_flush_timer(self.metrics)
         self.fetcher_manager = ReplicaFetcherManager(
             self,
             self.network,
