@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import string
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Self
 
@@ -29,6 +31,7 @@ from kcore.common import (
     ReplicaAssignment,
     TopicPartition,
 )
+from kcore.security import acl
 
 logger = logging.getLogger("kcore.zk_client")
 
@@ -141,6 +144,52 @@ def _raise_controller_moved(results: Iterable[Any]) -> None:
             raise result
 
 
+# The controller's writes about many partitions travel many to a multi, the multi fenced by
+# one check of the controller epoch (Kafka sends one fenced setData per partition,
+# pipelined; here a request and a server transaction per partition were most of a
+# 10 000-partition election). A multi stays far below jute.maxbuffer (1 MiB), whatever the
+# topic names' length.
+FENCED_BATCH_OPS = 200
+FENCED_BATCH_BYTES = 256 * 1024
+
+
+def _op_bytes(op: zkstub.MultiOp) -> int:
+    data = getattr(op, "data", None)
+    return len(op.path) + (len(data) if data else 0)
+
+
+def _batched(items: list[tuple[Any, zkstub.MultiOp]]) -> list[list[tuple[Any, zkstub.MultiOp]]]:
+    """Consecutive runs of at most FENCED_BATCH_OPS ops and about FENCED_BATCH_BYTES."""
+    batches: list[list[tuple[Any, zkstub.MultiOp]]] = []
+    batch: list[tuple[Any, zkstub.MultiOp]] = []
+    size = 0
+    for item in items:
+        op_size = _op_bytes(item[1])
+        if batch and (len(batch) >= FENCED_BATCH_OPS or size + op_size > FENCED_BATCH_BYTES):
+            batches.append(batch)
+            batch, size = [], 0
+        batch.append(item)
+        size += op_size
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def _failed_op(results: list[Any]) -> int | None:
+    """The index of the op that failed a multi (its results are then errors: RolledBack
+    before that op, RuntimeInconsistency after it), or None when the multi applied."""
+    if not any(isinstance(result, Exception) for result in results):
+        return None
+    return next(
+        (
+            index
+            for index, result in enumerate(results)
+            if isinstance(result, Exception) and not _is_multi_filler(result)
+        ),
+        -1,
+    )
+
+
 @attrs.define
 class RetryUntilConnected:
     """Kafka's `retryRequestsUntilConnected`: a lost connection is no answer, so a request
@@ -180,6 +229,9 @@ class RetryUntilConnected:
 
     async def multi(self, *args: Any, **kwargs: Any) -> Any:
         return await self._retry("multi", *args, **kwargs)
+
+    async def multi_get(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._retry("multi_get", *args, **kwargs)
 
     async def delete(self, *args: Any, **kwargs: Any) -> Any:
         return await self._retry("delete", *args, **kwargs)
@@ -270,6 +322,8 @@ class KafkaZkClient:
     # The session this client registered its ephemerals with (KAFKA-7165: an ephemeral
     # left by our own previous session is deleted and re-created).
     _registered_session_id: int | None = None
+    # False once the client answered a multiRead with UnimplementedError (kazoo has none).
+    _multi_get_supported: bool = attrs.field(default=True, init=False)
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -566,8 +620,19 @@ class KafkaZkClient:
     async def fenced(self, op: zkstub.MultiOp, expected_epoch_zk_version: int) -> Any:
         """Runs one write op conditioned on /controller_epoch still having the version this
         controller was elected with. Returns the op's result or raises its error."""
+        (op_result,) = await self._fenced_multi([op], expected_epoch_zk_version)
+        if isinstance(op_result, Exception):
+            raise op_result
+        return op_result
+
+    async def _fenced_multi(
+        self, ops: list[zkstub.MultiOp], expected_epoch_zk_version: int
+    ) -> list[Any]:
+        """The ops in one multi after the controller epoch's check: their results (errors
+        in place when the multi failed on one of them). ControllerMovedError when the check
+        fails."""
         check = zkstub.Op.check(zkdata.CONTROLLER_EPOCH, expected_epoch_zk_version)
-        check_result, op_result = await self.zk.multi([check, op])
+        check_result, *op_results = await self.zk.multi([check, *ops])
         if isinstance(check_result, zkstub.BadVersionError):
             raise ControllerMovedError(
                 f"Controller epoch zkVersion check fails. Expected zkVersion = "
@@ -575,9 +640,50 @@ class KafkaZkClient:
             )
         if isinstance(check_result, Exception) and not _is_multi_filler(check_result):
             raise check_result
-        if isinstance(op_result, Exception):
-            raise op_result
-        return op_result
+        return op_results
+
+    async def fenced_each(
+        self, ops: Mapping[Any, zkstub.MultiOp], expected_epoch_zk_version: int
+    ) -> dict[Any, Any]:
+        """Runs one write op per key with the outcome of its own `fenced` write: the op's
+        result, or its ZooKeeper error (other errors, and ControllerMovedError, are
+        raised). Many keys share a multi fenced by one check, the multis pipelined; a multi
+        fails whole when one op fails, so that op's key gets its error and the others go
+        again without it (those before it would have applied: one multi; those after it
+        are unknown: halves, so many failures cost rounds in their logarithm)."""
+        outcomes: dict[Any, Any] = {}
+        batches = _batched(list(ops.items()))
+        while batches:
+            answers = await _pipelined(
+                [
+                    lambda batch=batch: self._fenced_multi(
+                        [op for _, op in batch], expected_epoch_zk_version
+                    )
+                    for batch in batches
+                ]
+            )
+            _raise_controller_moved(answers)
+            again: list[list[tuple[Any, zkstub.MultiOp]]] = []
+            for batch, answer in zip(batches, answers, strict=True):
+                if isinstance(answer, Exception):
+                    if not isinstance(answer, zkstub.ZkError):
+                        raise answer
+                    # The multi itself failed (an expired session): every op's answer.
+                    outcomes.update((key, answer) for key, _ in batch)
+                    continue
+                failed = _failed_op(answer)
+                if failed is None or failed < 0:
+                    # Applied (or failed without saying which op: each op its own error).
+                    outcomes.update(
+                        (key, result) for (key, _), result in zip(batch, answer, strict=True)
+                    )
+                    continue
+                outcomes[batch[failed][0]] = answer[failed]
+                before, after = batch[:failed], batch[failed + 1 :]
+                half = (len(after) + 1) // 2
+                again += [part for part in (before, after[:half], after[half:]) if part]
+            batches = again
+        return outcomes
 
     # -- topics and partitions ------------------------------------------------------------
 
@@ -815,6 +921,23 @@ class KafkaZkClient:
         except zkstub.NoNodeError:
             return []
 
+    async def read_user_configs(self, user: str) -> dict[str, str]:
+        """A user's configs (SCRAM credentials by mechanism name, quotas) from
+        /config/users/<user sanitized as Kafka's Sanitizer does>, {} when it has none."""
+        return await self.read_entity_configs("users", sanitized_entity_name(user))
+
+    async def get_all_user_configs(self) -> dict[str, dict[str, str]]:
+        """Every user with a config znode: name (desanitized) -> configs."""
+        return {
+            desanitized_entity_name(name): await self.read_entity_configs("users", name)
+            for name in await self.get_entity_names("users")
+        }
+
+    async def change_user_configs(self, user: str, configs: Mapping[str, str]) -> None:
+        """A user's configs replaced as a whole, then the notification `users/<sanitized>`
+        (Kafka's AdminZkClient.changeConfigs for a user)."""
+        await self.change_entity_configs("users", sanitized_entity_name(user), configs)
+
     async def change_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
         """Kafka's AdminZkClient.changeTopicConfig: the topic's overrides replaced as a
         whole, then a change notification (/config/changes/config_change_N) that every
@@ -862,6 +985,111 @@ class KafkaZkClient:
     async def delete_config_change(self, name: str) -> None:
         with contextlib.suppress(zkstub.NoNodeError):
             await self.zk.delete(f"{zkdata.CONFIG_CHANGES}/{name}")
+
+    # -- ACLs (Kafka's AclAuthorizer: /kafka-acl, /kafka-acl-extended and their changes) ----
+
+    async def create_acl_paths(self) -> None:
+        for path in acl.ACL_PATHS:
+            await self.make_sure_persistent_path_exists(path)
+
+    async def get_resource_acls(
+        self, pattern: acl.ResourcePattern
+    ) -> tuple[frozenset[acl.AccessControlEntry], int]:
+        """A resource pattern's ACLs and its znode's version (-1: no znode)."""
+        try:
+            data, stat = await self.zk.get(acl.resource_path(pattern))
+        except zkstub.NoNodeError:
+            return frozenset(), -1
+        return acl.decode_acls(data), stat.version
+
+    async def get_all_acls(self) -> dict[acl.ResourcePattern, frozenset[acl.AccessControlEntry]]:
+        """Every stored ACL by resource pattern (AclAuthorizer.loadAllAcls); a znode that
+        cannot be read is logged and left out."""
+        found = {}
+        for pattern_type in (acl.PatternType.LITERAL, acl.PatternType.PREFIXED):
+            try:
+                type_names = await self.zk.get_children(acl.store_path(pattern_type))
+            except zkstub.NoNodeError:
+                continue
+            for type_name in sorted(type_names):
+                resource_type = acl.resource_type_named(type_name)
+                if resource_type is None:
+                    continue
+                with contextlib.suppress(zkstub.NoNodeError):
+                    names = await self.zk.get_children(
+                        acl.resource_type_path(pattern_type, resource_type)
+                    )
+                    for name in sorted(names):
+                        pattern = acl.ResourcePattern(resource_type, name, pattern_type)
+                        try:
+                            entries, _ = await self.get_resource_acls(pattern)
+                        except acl.AclError as error:
+                            logger.error("Skipping the ACLs of %s: %s", pattern, error)
+                            continue
+                        if entries:
+                            found[pattern] = entries
+        return found
+
+    async def update_resource_acls(
+        self,
+        pattern: acl.ResourcePattern,
+        update: Callable[[frozenset[acl.AccessControlEntry]], frozenset[acl.AccessControlEntry]],
+    ) -> frozenset[acl.AccessControlEntry]:
+        """AclAuthorizer.updateResourceAcls: the pattern's ACLs replaced by `update(current)`
+        with a conditional write (read again and retried when another writer came first),
+        the znode deleted when none are left, then the change notification every broker's
+        authorizer reloads the pattern on. Returns the ACLs written."""
+        path = acl.resource_path(pattern)
+        attempted = False
+        while True:
+            current, version = await self.get_resource_acls(pattern)
+            new = update(current)
+            if new == current:
+                if not attempted:
+                    return new
+                break  # an earlier attempt was applied after all (its answer was lost)
+            attempted = True
+            try:
+                if not new:
+                    await self.zk.delete(path, version=version)
+                elif version < 0:
+                    await self.zk.create(path, acl.encode_acls(new), make_parents=True)
+                else:
+                    await self.zk.set(path, acl.encode_acls(new), version=version)
+            except (zkstub.BadVersionError, zkstub.NodeExistsError, zkstub.NoNodeError):
+                continue
+            break
+        await self.zk.create(
+            f"{acl.change_store(pattern.pattern_type)}/{acl.ACL_CHANGE_PREFIX}",
+            acl.encode_acl_change(pattern),
+            sequence=True,
+            make_parents=True,
+        )
+        return new
+
+    async def get_acl_changes(self, changes_path: str, watch: Watch | None = None) -> list[str]:
+        """The ACL change notifications under `changes_path` (`watch` on new ones), oldest
+        first."""
+        try:
+            names = await self.zk.get_children(changes_path, watch=_watcher(watch))
+        except zkstub.NoNodeError:
+            return []
+        return sorted(n for n in names if n.startswith(acl.ACL_CHANGE_PREFIX))
+
+    async def read_acl_change(
+        self, changes_path: str, name: str
+    ) -> tuple[acl.ResourcePattern, int] | None:
+        """The resource pattern a notification names and its creation time (ms); None once
+        purged. AclError for one that cannot be read."""
+        try:
+            data, stat = await self.zk.get(f"{changes_path}/{name}")
+        except zkstub.NoNodeError:
+            return None
+        return acl.decode_acl_change(changes_path, data or b""), stat.ctime
+
+    async def delete_acl_change(self, changes_path: str, name: str) -> None:
+        with contextlib.suppress(zkstub.NoNodeError):
+            await self.zk.delete(f"{changes_path}/{name}")
 
     async def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         """Each topic's overrides from /config/topics/T ({} when it has none), the reads
@@ -926,47 +1154,84 @@ class KafkaZkClient:
     async def get_partition_states(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch | None]:
-        """Many partitions' states, the reads pipelined; None where there is none. Other
-        errors (a lost session) are raised."""
+        """Many partitions' states; None where there is none. Other errors (a lost
+        session) are raised. Read many to a request (ZooKeeper's multiRead), the requests
+        pipelined (Kafka pipelines one getData per partition: here a request per partition
+        was half of a 10 000-partition election); one getData each, pipelined, where the
+        client has no multiRead (kazoo)."""
         tps = list(partitions)
+        if not tps:
+            return {}
+        if self._multi_get_supported:
+            batches = [tps[i : i + FENCED_BATCH_OPS] for i in range(0, len(tps), FENCED_BATCH_OPS)]
+            answers = await _pipelined(
+                [lambda batch=batch: self._get_partition_state_batch(batch) for batch in batches]
+            )
+            if not any(isinstance(answer, zkstub.UnimplementedError) for answer in answers):
+                states: dict[TopicPartition, LeaderIsrAndControllerEpoch | None] = {}
+                for answer in answers:
+                    if isinstance(answer, Exception):
+                        raise answer
+                    states |= answer
+                return {tp: states[tp] for tp in tps}
+            self._multi_get_supported = False
         results = await _pipelined([lambda tp=tp: self.get_partition_state(tp) for tp in tps])
         for result in results:
             if isinstance(result, Exception):
                 raise result
         return dict(zip(tps, results, strict=True))
 
+    async def _get_partition_state_batch(
+        self, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch | None]:
+        results = await self.zk.multi_get([zkdata.partition_state_path(tp) for tp in tps])
+        states: dict[TopicPartition, LeaderIsrAndControllerEpoch | None] = {}
+        for tp, result in zip(tps, results, strict=True):
+            if isinstance(result, zkstub.NoNodeError):
+                states[tp] = None
+            elif isinstance(result, Exception):
+                raise result
+            else:
+                data, stat = result
+                states[tp] = zkdata.decode_partition_state(tp, data, stat.version)
+        return states
+
     async def create_partition_states(
         self,
         states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
         expected_epoch_zk_version: int,
     ) -> dict[TopicPartition, Exception | None]:
-        """Creates `partitions/P/state` (and its parents) for new partitions; per partition
-        None on success or the error (NodeExistsError if it was there already)."""
-        outcome: dict[TopicPartition, Exception | None] = {}
+        """Creates `partitions/P/state` (and its parents) for new partitions, fenced, many
+        to a multi (Kafka's createTopicPartitionStatesRaw: the topics' `partitions`, the
+        partitions' znodes, then their states); per partition None on success or the error
+        (NodeExistsError if its state was there already)."""
         for topic in sorted({tp.topic for tp in states}):
             await self._fenced_create_if_absent(
                 zkdata.partitions_path(topic), expected_epoch_zk_version
             )
         tps = sorted(states)
-
-        async def create(tp: TopicPartition) -> None:
-            await self._fenced_create_if_absent(
-                zkdata.partition_path(tp), expected_epoch_zk_version
-            )
-            await self.fenced(
-                zkstub.Op.create(
+        parents = await self.fenced_each(
+            {tp: zkstub.Op.create(zkdata.partition_path(tp), None) for tp in tps},
+            expected_epoch_zk_version,
+        )
+        outcome: dict[TopicPartition, Exception | None] = {
+            tp: error
+            for tp, error in parents.items()
+            if isinstance(error, Exception) and not isinstance(error, zkstub.NodeExistsError)
+        }
+        created = await self.fenced_each(
+            {
+                tp: zkstub.Op.create(
                     zkdata.partition_state_path(tp), zkdata.encode_partition_state(states[tp])
-                ),
-                expected_epoch_zk_version,
-            )
-
-        results = await _pipelined([lambda tp=tp: create(tp) for tp in tps])
-        _raise_controller_moved(results)
-        for tp, result in zip(tps, results, strict=True):
-            if isinstance(result, Exception) and not isinstance(result, zkstub.ZkError):
-                raise result
-            outcome[tp] = result
-        return outcome
+                )
+                for tp in tps
+                if tp not in outcome
+            },
+            expected_epoch_zk_version,
+        )
+        for tp, result in created.items():
+            outcome[tp] = result if isinstance(result, Exception) else None
+        return {tp: outcome[tp] for tp in tps}
 
     async def _fenced_create_if_absent(self, path: str, expected_epoch_zk_version: int) -> None:
         try:
@@ -981,33 +1246,36 @@ class KafkaZkClient:
         expected_epoch_zk_version: int,
     ) -> UpdateLeaderAndIsrResult:
         """Writes each partition's state conditioned on its partition epoch (znode version),
-        the writes pipelined."""
+        fenced, many to a multi (`fenced_each`). A partition whose version moved
+        (BadVersion) is to be retried after a re-read, as in Kafka."""
         tps = sorted(leader_and_isrs)
-
-        async def write(tp: TopicPartition) -> Any:
-            state = LeaderIsrAndControllerEpoch(leader_and_isrs[tp], controller_epoch)
-            return await self.fenced(
-                zkstub.Op.set(
+        results = await self.fenced_each(
+            {
+                tp: zkstub.Op.set(
                     zkdata.partition_state_path(tp),
-                    zkdata.encode_partition_state(state),
+                    zkdata.encode_partition_state(
+                        LeaderIsrAndControllerEpoch(leader_and_isrs[tp], controller_epoch)
+                    ),
                     leader_and_isrs[tp].partition_epoch,
-                ),
-                expected_epoch_zk_version,
-            )
-
-        results = await _pipelined([lambda tp=tp: write(tp) for tp in tps])
-        _raise_controller_moved(results)
+                )
+                for tp in tps
+            },
+            expected_epoch_zk_version,
+        )
         finished: dict[TopicPartition, LeaderAndIsr | Exception] = {}
         to_retry: list[TopicPartition] = []
-        for tp, result in zip(tps, results, strict=True):
+        for tp in tps:
+            result = results[tp]
             if isinstance(result, zkstub.BadVersionError):
                 to_retry.append(tp)
-            elif isinstance(result, zkstub.ZkError):
-                finished[tp] = result
             elif isinstance(result, Exception):
-                raise result
+                finished[tp] = result
             else:
-                finished[tp] = leader_and_isrs[tp].with_partition_epoch(result.version)
+                written = leader_and_isrs[tp]
+                # (with_partition_epoch's value, built directly: evolve costs more)
+                finished[tp] = LeaderAndIsr(
+                    written.leader, written.leader_epoch, written.isr, result.version
+                )
         return UpdateLeaderAndIsrResult(finished, to_retry)
 
     async def conditional_update_partition_state(
@@ -1094,3 +1362,22 @@ class KafkaZkClient:
 def _is_multi_filler(error: Exception) -> bool:
     """The results a failed multi gives the ops that did not fail themselves."""
     return isinstance(error, zkstub.RolledBackError | zkstub.RuntimeInconsistencyError)
+
+
+# Kafka's Sanitizer: java.net.URLEncoder's unreserved characters stay, every other one is
+# %-encoded (UTF-8), '*' and ' ' included.
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "._-")
+
+
+def sanitized_entity_name(name: str) -> str:
+    """A user's (or client id's) name as its znode under /config is named (Kafka's
+    Sanitizer.sanitize): `alice` stays, `User:CN=a b` is `User%3ACN%3Da%20b`."""
+    return "".join(
+        char if char in _UNRESERVED else "".join(f"%{byte:02X}" for byte in char.encode())
+        for char in name
+    )
+
+
+def desanitized_entity_name(name: str) -> str:
+    """The name a znode under /config stands for (Kafka's Sanitizer.desanitize)."""
+    return urllib.parse.unquote_plus(name)

@@ -42,6 +42,14 @@ CONSUMERS = "/consumers"
 CLUSTER = "/cluster"
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# ACLs (Kafka's ZkAclStore / ZkAclChangeStore; kcore.security.acl reads and writes them):
+# literal patterns under /kafka-acl/<ResourceType>/<name>, the others under
+# /kafka-acl-extended/<pattern type>/..., and a change notification for each.
+KAFKA_ACL = "/kafka-acl"
+KAFKA_ACL_EXTENDED = "/kafka-acl-extended"
+KAFKA_ACL_CHANGES = "/kafka-acl-changes"
+KAFKA_ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 # /controller_epoch as the first controller creates it, and that znode's first version.

@@ -1,10 +1,11 @@
 """The admin client: create / delete / describe topics, list topics, describe the cluster,
 add partitions, elect leaders, reassign partitions, describe and alter configs, delete
-records.
+records, describe and alter users' SCRAM credentials.
 
-Topic creation and deletion, partition additions, leader elections and partition
-reassignments go to the controller (found in the metadata); a broker that answers
-NOT_CONTROLLER makes the client refresh its metadata and try the new controller.
+Topic creation and deletion, partition additions, leader elections, partition
+reassignments and SCRAM credential alterations go to the controller (found in the
+metadata); a broker that answers NOT_CONTROLLER makes the client refresh its metadata and
+try the new controller.
 `create_topic` and `create_partitions` return once every new partition has a leader, so it
 can be produced to at once. A topic's configs are asked of any broker, a broker's of that
 broker; records are deleted by each partition's leader.
@@ -77,8 +78,30 @@ from kcore.protocol.data import (
     ReassignablePartition,
     TopicResult,
 )
+from kcore.security import acl_admin, scram_admin
+from kcore.security.acl import (
+    ANY_ACL,
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    ResourcePattern,
+)
+from kcore.security.scram_admin import (
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 
-__all__ = ["Admin", "ClusterDescription", "NewTopic", "PartitionReassignment", "TopicDescription"]
+__all__ = [
+    "Admin",
+    "ClusterDescription",
+    "NewTopic",
+    "PartitionReassignment",
+    "ScramCredentialInfo",
+    "TopicDescription",
+    "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion",
+]
 
 log = logging.getLogger("kcore.client.admin")
 
@@ -668,6 +691,170 @@ class Admin:
             else:
                 failures[tp] = error
 
+    # -- SCRAM users ---------------------------------------------------------------------
+
+    async def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None, *, timeout: float = 30.0
+    ) -> dict[str, tuple[ScramCredentialInfo, ...]]:
+        """The SCRAM credentials (mechanism and iterations, never a secret) of the named
+        users, in the order named, or of every user that has one (None or no names),
+        sorted; asked of any broker. Raises the first user's error, naming the user:
+        `ResourceNotFoundError` for a named user without credentials,
+        `DuplicateResourceError` for a user named twice."""
+        asked = None if users is None else tuple(users)
+        message = scram_admin.DescribeUserScramCredentialsRequest(asked or None)
+        async with self._session() as session:
+            with _deadline(timeout, "describing SCRAM credentials"):
+                response = None
+                while response is None:
+                    address = await self._broker_address(session, None)
+                    rpc_timeout_ms, _ = self._timeouts_ms()
+                    response = await self._request_or_none(
+                        session, address, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, message,
+                        scram_admin.DescribeUserScramCredentialsResponse, rpc_timeout_ms,
+                        f"{address[0]}:{address[1]}",
+                    )  # fmt: skip
+                    if response is None:
+                        await self._refresh_quietly(session, ())
+        if response.error_code:
+            raise errors.error_for_code(
+                response.error_code, response.error_message or "DescribeUserScramCredentials failed"
+            )
+        for result in response.results:
+            if result.error_code:
+                raise _user_error(result.user, result.error_code, result.error_message)
+        return {r.user: scram_admin.credential_infos(r) for r in response.results}
+
+    async def alter_user_scram_credentials(
+        self,
+        alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion],
+        *,
+        timeout: float = 30.0,
+    ) -> None:
+        """Creates, replaces (`UserScramCredentialUpsertion(user, mechanism, iterations,
+        password)`) and deletes (`UserScramCredentialDeletion(user, mechanism)`) users'
+        SCRAM credentials, through the controller; brokers apply them from ZooKeeper's
+        change notification, each on its own. Only a salt and the salted password travel.
+        Each user's alterations apply or fail together; raises the first failed user's
+        error (in the given order, after the others applied), naming the user:
+        `UnacceptableCredentialError` (an empty name or password, iterations outside
+        [4096, 16384]), `UnsupportedSaslMechanismError`, `DuplicateResourceError` (one
+        credential altered twice), `ResourceNotFoundError` (deleting what does not
+        exist)."""
+        alterations = list(alterations)
+        request, refused = scram_admin.alteration_request(alterations, self._rng)
+        results = {}
+        if request.deletions or request.upsertions:
+            async with self._session() as session:
+                with _deadline(timeout, "altering SCRAM credentials"):
+                    refresh = False
+                    while True:
+                        response = await self._ask_controller(
+                            session, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                            lambda _timeout_ms: request,
+                            scram_admin.AlterUserScramCredentialsResponse, refresh=refresh,
+                        )  # fmt: skip
+                        refresh = response is None or any(
+                            r.error_code == _NOT_CONTROLLER for r in response.results
+                        )
+                        if not refresh:
+                            break
+            results = {r.user: r for r in response.results}
+        for user in dict.fromkeys(a.user for a in alterations):
+            if user in refused:
+                raise _user_error(user, refused[user].code, str(refused[user]))
+            result = results.get(user)
+            if result is None:
+                raise errors.UnknownServerError(
+                    f"The broker response did not contain a result for user {user}"
+                )
+            if result.error_code:
+                raise _user_error(user, result.error_code, result.error_message)
+
+    # -- ACLs (an authorizer on the brokers: authorizer.class.name) ----------------------
+
+    async def create_acls(self, acls: Iterable[AclBinding], *, timeout: float = 30.0) -> None:
+        """Creates ACLs (`AclBinding(ResourcePattern(ResourceType.TOPIC, "t"),
+        AccessControlEntry("User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW))`);
+        any broker writes them to ZooKeeper, and every broker's authorizer loads them from
+        the change notification. Raises the first refused ACL's error, after the others
+        were created: `SecurityDisabledError` without an authorizer,
+        `ClusterAuthorizationFailedError` without ALTER on the cluster,
+        `InvalidRequestError` for an ACL Kafka would not store."""
+        request = acl_admin.CreateAclsRequest(tuple(acl_admin.creation_of(b) for b in acls))
+        if not request.creations:
+            return
+        response = await self._ask_any_broker(
+            ApiKey.CREATE_ACLS, request, acl_admin.CreateAclsResponse, "creating ACLs", timeout
+        )
+        for creation, result in zip(request.creations, response.results, strict=True):
+            if result.error_code:
+                raise errors.error_for_code(
+                    result.error_code,
+                    f"{acl_admin.binding_of(creation)}: {result.error_message or ''}",
+                )
+
+    async def describe_acls(
+        self, acl_filter: AclBindingFilter = ANY_ACL, *, timeout: float = 30.0
+    ) -> list[AclBinding]:
+        """The ACLs the filter matches (every ACL by default), as a broker knows them."""
+        request = acl_admin.DescribeAclsRequest(acl_admin.filter_of(acl_filter))
+        response = await self._ask_any_broker(
+            ApiKey.DESCRIBE_ACLS, request, acl_admin.DescribeAclsResponse, "describing ACLs",
+            timeout,
+        )  # fmt: skip
+        if response.error_code:
+            raise errors.error_for_code(response.error_code, response.error_message or "")
+        return sorted(acl_admin.bindings_of_described(response))
+
+    async def delete_acls(
+        self, filters: Iterable[AclBindingFilter], *, timeout: float = 30.0
+    ) -> list[AclBinding]:
+        """Deletes every ACL the filters match; returns those deleted. Raises the first
+        filter's or deleted ACL's error."""
+        request = acl_admin.DeleteAclsRequest(tuple(acl_admin.filter_of(f) for f in filters))
+        if not request.filters:
+            return []
+        response = await self._ask_any_broker(
+            ApiKey.DELETE_ACLS, request, acl_admin.DeleteAclsResponse, "deleting ACLs", timeout
+        )
+        deleted = []
+        for result in response.filter_results:
+            if result.error_code:
+                raise errors.error_for_code(result.error_code, result.error_message or "")
+            for matching in result.matching_acls:
+                if matching.error_code:
+                    raise errors.error_for_code(matching.error_code, matching.error_message or "")
+                deleted.append(
+                    AclBinding(
+                        ResourcePattern(
+                            matching.resource_type, matching.resource_name, matching.pattern_type
+                        ),
+                        AccessControlEntry(
+                            matching.principal, matching.host, matching.operation,
+                            matching.permission_type,
+                        ),
+                    )
+                )  # fmt: skip
+        return sorted(deleted)
+
+    async def _ask_any_broker(
+        self, api_key: ApiKey, message: object, response_type: type, what: str, timeout: float
+    ) -> Any:
+        """The answer of some broker, asking another after a retriable failure."""
+        async with self._session() as session:
+            with _deadline(timeout, what):
+                while True:
+                    address = await self._broker_address(session, None)
+                    rpc_timeout_ms, _ = self._timeouts_ms()
+                    response = await self._request_or_none(
+                        session, address, api_key, message, response_type, rpc_timeout_ms,
+                        f"{address[0]}:{address[1]}",
+                    )  # fmt: skip
+                    if response is not None:
+                        return response
+                    await self._refresh_quietly(session, ())
+
     # -- helpers -----------------------------------------------------------------------
 
     # -- consumer groups ---------------------------------------------------------------
@@ -954,6 +1141,11 @@ def _has_leaders(cluster: Cluster, name: str, count: int) -> bool:
         and len(topic.partitions) >= count
         and all(p.leader >= 0 and p.leader in cluster.brokers for p in topic.partitions)
     )
+
+
+def _user_error(user: str, code: int, message: str | None) -> errors.KafkaError:
+    reason = message or errors.ERROR_NAMES.get(code, code)
+    return errors.error_for_code(code, f"user {user!r}: {reason}")
 
 
 def _raise_first(

@@ -146,6 +146,11 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI"),
         ConfigDef("sasl.jaas.config", "password", None),
         ConfigDef("connection.failed.authentication.delay.ms", "int", 100, at_least=0),
+        # The authorizer (kcore.security.acl): Kafka's AclAuthorizer, or none (Kafka's
+        # default, ""); any other class is refused (`_unsupported`).
+        ConfigDef("authorizer.class.name", "string", ""),
+        ConfigDef("super.users", "string", None),
+        ConfigDef("allow.everyone.if.no.acl.found", "bool", False),
         ConfigDef("zookeeper.ssl.keystore.password", "password", None),
         ConfigDef("zookeeper.ssl.truststore.password", "password", None),
     )
@@ -218,6 +223,18 @@ def _check_http_listener(values: Mapping[str, Any]) -> None:
         parse_http_listener(values["http.listener"])
 
 
+def _check_super_users(values: Mapping[str, Any]) -> None:
+    """`super.users` as Kafka's authorizer parses it (`User:a;User:b`), refused when the
+    config is read rather than when the authorizer starts."""
+    # Imported here: kcore.security's TLS settings import this package.
+    from kcore.security.acl import AclError, parse_super_users
+
+    try:
+        parse_super_users(values["super.users"])
+    except AclError as error:
+        raise ConfigError(f"Invalid value for configuration super.users: {error}") from None
+
+
 def _listener_override(key: str) -> ConfigDef | None:
     """Kafka's per-listener `listener.name.<listener>.ssl.*` settings (and its
     `sasl.enabled.mechanisms` and `<mechanism>.sasl.jaas.config`): the definition of the
@@ -265,6 +282,7 @@ class KafkaConfig:
         _check_broker_id(values)
         _check_log_cleaner(values)
         _check_http_listener(values)
+        _check_super_users(values)
         check_broker_settings(values)
         return cls(values, dict(settings))
 

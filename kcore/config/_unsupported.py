@@ -17,6 +17,13 @@ from kcore.config._definitions import ConfigError
 # Kafka's SecurityProtocol names; a listener name maps to one of them.
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
+# authorizer.class.name values kcore serves with its ACL authorizer (kcore.security.acl):
+# Kafka 3.5's, and the one older configurations name (removed in Kafka 3.0).
+AUTHORIZER_CLASS_NAMES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "kafka.security.auth.SimpleAclAuthorizer",
+)
+
 
 @attrs.frozen
 class Unsupported:
@@ -35,6 +42,11 @@ BROKER_UNSUPPORTED = (
         "advertised.listeners",
         lambda value: value is not None,
         "a broker advertises the addresses its listeners bound",
+    ),
+    Unsupported(
+        "authorizer.class.name",
+        lambda value: value not in ("", *AUTHORIZER_CLASS_NAMES),
+        f"kcore's authorizer is {AUTHORIZER_CLASS_NAMES[0]} (ACLs in ZooKeeper)",
     ),
 )
 

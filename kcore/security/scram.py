@@ -3,8 +3,9 @@ channel binding. Sans-IO: `ScramServer` and `ScramClient` take and give the SASL
 (bytes); nonces come from an injected `random.Random`.
 
 Credentials are stored as Kafka stores them (ScramCredentialUtils): `salt=<b64>,stored_key=
-<b64>,server_key=<b64>,iterations=<n>` under the mechanism's name in /config/users/<user>;
-Kafka refuses fewer than 4096 iterations, and so does kcore.
+<b64>,server_key=<b64>,iterations=<n>` under the mechanism's name in /config/users/<user>
+(written through the admin API: `kcore.security.scram_admin`); Kafka refuses fewer than 4096
+iterations, and more than 16384 from the admin API, and so does kcore.
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ def credential_from_salted(
 def credential_from_password(
     mechanism: str, password: str, salt: bytes, iterations: int
 ) -> ScramCredential:
-    """The credential for `password` with this salt (for tests and for `kcore configs`)."""
+    """The credential for `password` with this salt (the broker's side of it:
+    `credential_from_salted`, given what the client salted)."""
     salted = salted_password(mechanism, password, salt, iterations)
     return credential_from_salted(mechanism, salted, salt=salt, iterations=iterations)
 

@@ -83,6 +83,15 @@ from kcore.protocol.data import (
     ReassignablePartitionResponse,
     TopicResult,
 )
+from kcore.security import acl, acl_admin, scram_admin
+from kcore.security.acl import AclAuthorizer
+from kcore.security.scram_admin import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResult,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from kcore.server.control_requests import control_request_error
 from kcore.server.controller_epochs import ControllerEpochGate
 from kcore.server.dynamic_broker_config import (
@@ -126,6 +135,8 @@ class KafkaApis:
     rng: random.Random  # the start index of new topics' replica assignments
     new_topic_id: Callable[[], str]
     group_coordinator: GroupCoordinator | None = None
+    # The ACL authorizer (authorizer.class.name), None without one.
+    authorizer: AclAuthorizer | None = None
     # Beyond Kafka: the controller epochs this broker obeys, verified in ZooKeeper.
     controller_epochs: ControllerEpochGate = attrs.field(
         default=attrs.Factory(
@@ -137,6 +148,12 @@ class KafkaApis:
     # The unused part of the block of producer ids this broker last claimed.
     _producer_ids: tuple[int, int] | None = attrs.field(default=None, init=False)
     _producer_id_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    # One SCRAM alteration at a time reads and rewrites users' configs: two at once could
+    # each write back what the other removed.
+    _user_configs_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    # One ACL change at a time from this broker (Kafka's AclAuthorizer lock); writers on
+    # other brokers are met by the znodes' conditional writes.
+    _acls_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     _metadata_updated: trio.Event = attrs.field(factory=trio.Event, init=False)
 
     def handlers(self) -> dict[int, Any]:
@@ -161,6 +178,11 @@ class KafkaApis:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: self.handle_incremental_alter_configs,
             ApiKey.DELETE_RECORDS: self.handle_delete_records,
             ApiKey.FIND_COORDINATOR: self.handle_find_coordinator,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (self.handle_describe_user_scram_credentials),
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.handle_alter_user_scram_credentials,
+            ApiKey.DESCRIBE_ACLS: self.handle_describe_acls,
+            ApiKey.CREATE_ACLS: self.handle_create_acls,
+            ApiKey.DELETE_ACLS: self.handle_delete_acls,
             **{api_key: self.handle_group_request for api_key in GROUP_API_KEYS},
         }
 
@@ -724,6 +746,167 @@ class KafkaApis:
         applies them from the change notification. Raises the KafkaError an AlterConfigs
         response carries."""
         await alter_broker_configs(self.config, self.zk_client, name, new_configs, validate_only)
+
+    # -- SCRAM users (kcore.security.scram_admin decides) ---------------------------------
+
+    async def handle_describe_user_scram_credentials(self, request: transport.Request) -> Any:
+        message = decode_body(DescribeUserScramCredentialsRequest, request)
+        return to_wire(await self.describe_user_scram_credentials(message.users))
+
+    async def handle_alter_user_scram_credentials(self, request: transport.Request) -> Any:
+        message = decode_body(AlterUserScramCredentialsRequest, request)
+        return to_wire(await self.alter_user_scram_credentials(message))
+
+    async def describe_user_scram_credentials(
+        self, users: Sequence[str] | None
+    ) -> DescribeUserScramCredentialsResponse:
+        """DescribeUserScramCredentials, on any broker (Kafka's ZK mode reads ZooKeeper):
+        the named users' mechanisms and iterations, or every user's for None or []."""
+        wanted = scram_admin.users_to_read(users)
+        try:
+            if wanted is None:
+                configs = await self.zk_client.get_all_user_configs()
+            else:
+                configs = {user: await self.zk_client.read_user_configs(user) for user in wanted}
+        except ZooKeeperError as error:
+            logger.error("Describing SCRAM credentials failed: %r", error)
+            return DescribeUserScramCredentialsResponse(
+                errors.UnknownServerError.code, scram_admin.UNEXPECTED_ERROR
+            )
+        return scram_admin.describe_credentials(users, configs)
+
+    async def alter_user_scram_credentials(
+        self, request: AlterUserScramCredentialsRequest
+    ) -> AlterUserScramCredentialsResponse:
+        """AlterUserScramCredentials, on the controller (NOT_CONTROLLER for every user
+        elsewhere, as Kafka's ZK-mode brokers answer): each user's credentials upserted or
+        deleted in /config/users/<user>, other configs kept, and every broker told by the
+        change notification. Each user answers for itself: one refused or failed user does
+        not stop the others."""
+        if not self.controller.is_active:
+            return scram_admin.answer_all(
+                request, errors.NotControllerError, scram_admin.NOT_CONTROLLER
+            )
+        plan = scram_admin.plan_alteration(request)
+        async with self._user_configs_lock:
+            try:
+                configs = {u: await self.zk_client.read_user_configs(u) for u in plan.users}
+            except ZooKeeperError as error:
+                logger.error("Reading users' configs failed: %r", error)
+                return scram_admin.answer_all(
+                    request, errors.UnknownServerError, scram_admin.UNEXPECTED_ERROR
+                )
+            alteration = scram_admin.apply_alteration(request, plan, configs)
+            written = [
+                await self._write_user_configs(user, new_configs)
+                for user, new_configs in alteration.writes.items()
+            ]
+        return AlterUserScramCredentialsResponse((*plan.refused, *alteration.refused, *written))
+
+    async def _write_user_configs(
+        self, user: str, configs: dict[str, str]
+    ) -> AlterUserScramCredentialsResult:
+        try:
+            await self.zk_client.change_user_configs(user, configs)
+        except ZooKeeperError as error:
+            logger.info("Error encountered while altering user SCRAM credentials: %r", error)
+            return AlterUserScramCredentialsResult(
+                user, errors.UnknownServerError.code, scram_admin.UNEXPECTED_ERROR
+            )
+        logger.info("Altered the SCRAM credentials of user %s", user)
+        return AlterUserScramCredentialsResult(user)
+
+    # -- ACLs (kcore.security.acl_admin decides) -----------------------------------------
+
+    async def handle_describe_acls(self, request: transport.Request) -> Any:
+        return to_wire(self.describe_acls(decode_body(acl_admin.DescribeAclsRequest, request)))
+
+    async def handle_create_acls(self, request: transport.Request) -> Any:
+        message = decode_body(acl_admin.CreateAclsRequest, request)
+        return to_wire(await self.create_acls(message))
+
+    async def handle_delete_acls(self, request: transport.Request) -> Any:
+        message = decode_body(acl_admin.DeleteAclsRequest, request)
+        return to_wire(await self.delete_acls(message))
+
+    def describe_acls(
+        self, request: acl_admin.DescribeAclsRequest
+    ) -> acl_admin.DescribeAclsResponse:
+        """DescribeAcls, from this broker's ACL cache (SECURITY_DISABLED without an
+        authorizer, as Kafka answers)."""
+        if self.authorizer is None:
+            return acl_admin.DescribeAclsResponse(
+                errors.SecurityDisabledError.code, acl_admin.NO_AUTHORIZER_DESCRIBE
+            )
+        return acl_admin.describe(self.authorizer, request)
+
+    async def create_acls(
+        self, request: acl_admin.CreateAclsRequest
+    ) -> acl_admin.CreateAclsResponse:
+        """CreateAcls, on any broker (Kafka's AclAuthorizer writes ZooKeeper wherever it
+        runs): each resource pattern's new entries added to its znode, every broker told by
+        the change notification. Each creation is answered by its pattern's write."""
+        if self.authorizer is None:
+            return acl_admin.creations_refused(
+                request, errors.SecurityDisabledError.code, acl_admin.NO_AUTHORIZER
+            )
+        plan = acl_admin.plan_creations(request)
+        failed: dict[acl.ResourcePattern, tuple[int, str]] = {}
+        async with self._acls_lock:
+            for pattern, added in plan.additions.items():
+                entries = frozenset(entry for _, entry in added)
+                try:
+                    written = await self.zk_client.update_resource_acls(
+                        pattern, lambda current, entries=entries: current | entries
+                    )
+                except (ZooKeeperError, acl.AclError) as error:
+                    logger.error("Adding ACLs to %s failed: %r", pattern, error)
+                    failed[pattern] = (errors.UnknownServerError.code, acl_admin.UNEXPECTED_ERROR)
+                    continue
+                self.authorizer.set_acls(pattern, written)
+                logger.info("Added ACLs %s to %s", sorted(entries), pattern)
+        return acl_admin.creation_results(request, plan, failed)
+
+    async def delete_acls(
+        self, request: acl_admin.DeleteAclsRequest
+    ) -> acl_admin.DeleteAclsResponse:
+        """DeleteAcls, on any broker: every ACL a filter matches removed from its znode
+        (the znode deleted once empty), every broker told; each filter answered with the
+        ACLs it deleted."""
+        if self.authorizer is None:
+            return acl_admin.deletions_refused(
+                request, errors.SecurityDisabledError.code, acl_admin.NO_AUTHORIZER
+            )
+        filters = acl_admin.deletion_filters(request)
+        deleted: dict[acl.AclBinding, int] = {}
+        failed: dict[acl.AclBinding, tuple[int, str]] = {}
+        async with self._acls_lock:
+            targets = acl_admin.deletion_targets(filters, list(self.authorizer.acls))
+            for pattern, matching in targets.items():
+                removed: dict[acl.AclBinding, int] = {}
+
+                def remove(current, pattern=pattern, matching=matching, removed=removed):
+                    kept, gone = acl_admin.apply_deletion(pattern, current, filters, matching)
+                    removed.clear()
+                    removed.update(gone)
+                    return kept
+
+                try:
+                    written = await self.zk_client.update_resource_acls(pattern, remove)
+                except (ZooKeeperError, acl.AclError) as error:
+                    logger.error("Deleting ACLs of %s failed: %r", pattern, error)
+                    deleted.update(removed)
+                    failed.update(
+                        dict.fromkeys(
+                            removed, (errors.UnknownServerError.code, acl_admin.UNEXPECTED_ERROR)
+                        )
+                    )
+                    continue
+                self.authorizer.set_acls(pattern, written)
+                deleted.update(removed)
+                if removed:
+                    logger.info("Deleted ACLs %s", sorted(removed))
+        return acl_admin.deletion_results(filters, deleted, failed)
 
     async def handle_delete_topics(self, request: transport.Request) -> Any:
         """Marks topics for deletion under /admin/delete_topics (the controller deletes

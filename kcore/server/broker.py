@@ -42,6 +42,9 @@ from kcore.metrics import (
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
 from kcore.security import BrokerTls, principal
+from kcore.security.acl import AclAuthorizer, parse_super_users
+from kcore.security.acl_changes import AclChangeListener
+from kcore.security.request_authorization import RequestAuthorization
 from kcore.security.sasl import BrokerSasl
 from kcore.security.sasl_network import SaslNetwork
 from kcore.server.apis import KafkaApis
@@ -134,6 +137,8 @@ class BrokerServer:
     _tls: BrokerTls = attrs.field(factory=BrokerTls, init=False)
     # SASL on its SASL listeners and inter-broker connections, built at start-up.
     _sasl: SaslAuthenticator | None = attrs.field(default=None, init=False)
+    # The ACL authorizer when `authorizer.class.name` is set, once started (None: none).
+    authorizer: AclAuthorizer | None = attrs.field(default=None, init=False)
     # Its recent state changes, for the web console (`http.listener`'s /).
     state_changes: StateChangeLog = attrs.field(init=False)
 
@@ -266,6 +271,7 @@ class BrokerServer:
                 on_user_config_change=lambda user: scram_credentials.reload(zk_client, user),
             )
             await supervisor.start(config_changes.run, name="config-changes")
+            authorizer = await self._start_authorizer(supervisor, zk_client)
             self.endpoints = await self._start_listeners(supervisor, network)
             broker = Broker(self.broker_id, self.endpoints, self.config.broker_rack)
             self.broker_epoch = await zk_client.register_broker(broker)
@@ -317,6 +323,7 @@ class BrokerServer:
                     rng=self.rng,
                     new_topic_id=self.new_uuid,
                     group_coordinator=group_coordinator,
+                    authorizer=authorizer,
                 )
             )
             self.state = BrokerState.RUNNING
@@ -356,10 +363,26 @@ class BrokerServer:
     def _enable_request_processing(self, apis: KafkaApis) -> None:
         # Kafka's RequestMetrics, around the handlers of both protocols.
         measured = RequestMetrics(self.metrics).instrument
-        # SASL listeners serve nothing but ApiVersions and SASL until authenticated.
-        guard = self._sasl.guard if self._sasl is not None else dict
+        # SASL listeners serve nothing but ApiVersions and SASL until authenticated; then
+        # the authorizer, when there is one, checks what the principal may do.
+        sasl_guard = self._sasl.guard if self._sasl is not None else dict
+        authorization = (
+            None
+            if apis.authorizer is None
+            else RequestAuthorization(
+                apis.authorizer,
+                topic_exists=lambda topic: bool(self.metadata_cache.partitions_of(topic)),
+                auto_create_topics=lambda: apis.config.auto_create_topics_enable,
+            )
+        )
+
+        def guard(handlers: dict, *, kafka_protocol: bool) -> dict:
+            if authorization is not None:
+                handlers = authorization.guard(handlers, kafka_protocol=kafka_protocol)
+            return sasl_guard(handlers)
+
         self._request_server = transport.RpcServer(
-            measured(guard(apis.handlers()), kafka_protocol=False),
+            measured(guard(apis.handlers(), kafka_protocol=False), kafka_protocol=False),
             name=self.node_name,
             # Kafka's socket.request.max.bytes: a larger request closes its connection. The
             # transport holds responses to the same bound (Kafka does not), so it must stay
@@ -371,11 +394,35 @@ class BrokerServer:
             max_queued_bytes=self.config.queued_max_request_bytes,
             # Every listener speaks Kafka's protocol too; a connection's first frame says which.
             foreign_protocol=KafkaProtocol(
-                measured(guard(KafkaProtocolApis(apis).handlers()), kafka_protocol=True)
+                measured(
+                    guard(KafkaProtocolApis(apis).handlers(), kafka_protocol=True),
+                    kafka_protocol=True,
+                )
             ),
             on_connect=self._identify_peer,
         )
         self._processing_requests.set()
+
+    async def _start_authorizer(
+        self, supervisor: actors.Supervisor, zk_client: KafkaZkClient
+    ) -> AclAuthorizer | None:
+        """Kafka's AclAuthorizer when `authorizer.class.name` names it (kcore.config refuses
+        any other class): its ZooKeeper paths made, every ACL loaded, and its cache kept
+        current by the change notifications. None without one."""
+        if not self.config.get("authorizer.class.name"):
+            return None
+        super_users = parse_super_users(self.config.get("super.users"))  # checked when read
+        authorizer = AclAuthorizer(super_users, self.config.get("allow.everyone.if.no.acl.found"))
+        await zk_client.create_acl_paths()
+        acl_changes = AclChangeListener(
+            zk_client, authorizer, wall_clock_ms=lambda: int(self.clock() * 1000)
+        )
+        await supervisor.start(acl_changes.run, name="acl-changes")
+        self.authorizer = authorizer
+        logger.info("[KafkaServer id=%d] authorizer %s, super users %s",
+                    self.broker_id, self.config.get("authorizer.class.name"),
+                    sorted(super_users))  # fmt: skip
+        return authorizer
 
     def _identify_peer(self, connection: transport.ServerConnection) -> None:
         """Keeps the peer's principal on its connection (Kafka's: `User:` and the subject of

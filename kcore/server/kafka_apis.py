@@ -6,7 +6,8 @@ would get decided differently: this module is translation.
 
 Kafka-protocol connections are clients, never replicas: kcore's brokers replicate over
 kcore's own protocol, so a Fetch or ListOffsets that names a replica id is served as a
-consumer's (Kafka would demand the ClusterAction permission for it).
+consumer's (with an authorizer, a Fetch naming one needs ClusterAction first, as in Kafka:
+kcore.security.request_authorization).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from kcore.protocol.data import (
     ProducePartitionData,
     ProduceRequest,
 )
+from kcore.security import acl_admin, scram_admin
 from kcore.server.kafka_versions import api_versions_body
 from kcore.topic_creation import PartitionAddition
 
@@ -110,6 +112,11 @@ class KafkaProtocolApis:
             ApiKey.ELECT_LEADERS: self.handle_elect_leaders,
             ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.handle_alter_partition_reassignments,
             ApiKey.LIST_PARTITION_REASSIGNMENTS: self.handle_list_partition_reassignments,
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (self.handle_describe_user_scram_credentials),
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS: self.handle_alter_user_scram_credentials,
+            ApiKey.DESCRIBE_ACLS: self.handle_describe_acls,
+            ApiKey.CREATE_ACLS: self.handle_create_acls,
+            ApiKey.DELETE_ACLS: self.handle_delete_acls,
             **{api_key: self.handle_group_request for api_key in GROUP_API_KEYS},
         }
 
@@ -605,6 +612,74 @@ class KafkaProtocolApis:
             "error_message": None,
             "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
         }
+
+    # -- SCRAM users ---------------------------------------------------------------------
+
+    async def handle_describe_user_scram_credentials(self, request: transport.Request) -> dict:
+        """DescribeUserScramCredentials: the named users (null or empty: every user)."""
+        body: dict = request.body  # type: ignore[assignment]
+        asked = body.get("users")
+        answer = await self.apis.describe_user_scram_credentials(
+            None if asked is None else [user["name"] for user in asked]
+        )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": answer.error_code,
+            "error_message": answer.error_message,
+            "results": [
+                {"user": r.user, "error_code": r.error_code, "error_message": r.error_message,
+                 "credential_infos": [
+                     {"mechanism": i.mechanism, "iterations": i.iterations}
+                     for i in r.credential_infos
+                 ]}
+                for r in answer.results
+            ],
+        }  # fmt: skip
+
+    async def handle_alter_user_scram_credentials(self, request: transport.Request) -> dict:
+        """AlterUserScramCredentials (to the controller): salted upsertions and deletions."""
+        body: dict = request.body  # type: ignore[assignment]
+        message = scram_admin.AlterUserScramCredentialsRequest(
+            tuple(
+                scram_admin.ScramCredentialDeletion(d["name"], d["mechanism"])
+                for d in body["deletions"]
+            ),
+            tuple(
+                scram_admin.ScramCredentialUpsertion(
+                    u["name"], u["mechanism"], u["iterations"], u["salt"], u["salted_password"]
+                )
+                for u in body["upsertions"]
+            ),
+        )
+        answer = await self.apis.alter_user_scram_credentials(message)
+        return {
+            "throttle_time_ms": 0,
+            "results": [
+                {"user": r.user, "error_code": r.error_code, "error_message": r.error_message}
+                for r in answer.results
+            ],
+        }
+
+    # -- ACLs ----------------------------------------------------------------------------
+
+    async def handle_describe_acls(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        answer = self.apis.describe_acls(
+            acl_admin.DescribeAclsRequest(acl_admin.from_body(acl_admin.AclFilter, body))
+        )
+        return {"throttle_time_ms": 0, **acl_admin.as_body(answer)}
+
+    async def handle_create_acls(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        creations = tuple(acl_admin.from_body(acl_admin.AclCreation, c) for c in body["creations"])
+        answer = await self.apis.create_acls(acl_admin.CreateAclsRequest(creations))
+        return {"throttle_time_ms": 0, **acl_admin.as_body(answer)}
+
+    async def handle_delete_acls(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
+        filters = tuple(acl_admin.from_body(acl_admin.AclFilter, f) for f in body["filters"])
+        answer = await self.apis.delete_acls(acl_admin.DeleteAclsRequest(filters))
+        return {"throttle_time_ms": 0, **acl_admin.as_body(answer)}
 
     # -- configs -------------------------------------------------------------------------
 

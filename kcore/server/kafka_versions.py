@@ -42,6 +42,13 @@ IMPLEMENTED: dict[int, tuple[int, int]] = {
     21: (0, 2),  # DeleteRecords
     60: (0, 0),  # DescribeCluster
     61: (0, 0),  # DescribeProducers
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
+    # ACLs (kcore.security.acl_admin): Kafka 3.5 serves 0-3; v0 (no pattern types) is
+    # retired from the codec's schemas.
+    ApiKey.DESCRIBE_ACLS: (0, 3),
+    ApiKey.CREATE_ACLS: (0, 3),
+    ApiKey.DELETE_ACLS: (0, 3),
     # The group coordinator's (kcore/coordinator/group: the versions its core answers).
     ApiKey.OFFSET_COMMIT: (2, 8),
     ApiKey.OFFSET_FETCH: (1, 8),

@@ -33,7 +33,7 @@ from kcore.security.sasl import (
 )
 from kcore.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kcore.security.scram import ScramCredential, ScramError
-from kcore.zk_client import KafkaZkClient
+from kcore.zk_client import KafkaZkClient, desanitized_entity_name
 
 logger = logging.getLogger("kcore.server.sasl_authenticator")
 
@@ -66,11 +66,14 @@ class ScramCredentialCache:
                 self.credentials.pop((mechanism, user), None)
 
     async def load(self, zk_client: KafkaZkClient) -> None:
-        for user in await zk_client.get_entity_names("users"):
-            await self.reload(zk_client, user)
+        for user, configs in (await zk_client.get_all_user_configs()).items():
+            self.update(user, configs)
 
-    async def reload(self, zk_client: KafkaZkClient, user: str) -> None:
-        self.update(user, await zk_client.read_entity_configs("users", user))
+    async def reload(self, zk_client: KafkaZkClient, entity_name: str) -> None:
+        """`entity_name` as a config change names it: the znode's (sanitized) name, so
+        `bob@example.com` arrives as `bob%40example.com`."""
+        user = desanitized_entity_name(entity_name)
+        self.update(user, await zk_client.read_user_configs(user))
 
 
 @attrs.define(eq=False)

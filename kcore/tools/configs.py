@@ -1,5 +1,5 @@
-"""`kcore configs`: Kafka's kafka-configs.sh (Kafka 3.5's ConfigCommand) for topics and
-brokers, over kcore's Admin.
+"""`kcore configs`: Kafka's kafka-configs.sh (Kafka 3.5's ConfigCommand) for topics, brokers
+and users' SCRAM credentials, over kcore's Admin.
 
     kcore configs --bootstrap-server HOST:PORT --entity-type topics --entity-name T --describe
     kcore configs --bootstrap-server HOST:PORT --entity-type topics --entity-name T --alter \\
@@ -8,24 +8,46 @@ brokers, over kcore's Admin.
         --describe --all
     kcore configs --bootstrap-server HOST:PORT --entity-type brokers --entity-default \\
         --alter --add-config log.retention.ms=3600000
+    kcore configs --bootstrap-server HOST:PORT --entity-type users --entity-name alice --alter \\
+        --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
+    kcore configs --bootstrap-server HOST:PORT --entity-type users --describe
+    kcore configs --bootstrap-server HOST:PORT --entity-type users --entity-name alice --alter \\
+        --delete-config SCRAM-SHA-256
 
 It prints what Kafka 3.5 prints (`Dynamic configs for topic T are:`, then one
 `  name=value sensitive=false synonyms={SOURCE:name=value}` line per config;
+`SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192`;
 `Completed updating config for topic T.`, `Completed updating config for broker 1.`,
-`Completed updating default config for brokers in the cluster.`). A broker's dynamic
-configs are its own (`--entity-name ID`) and the cluster-wide defaults
-(`--entity-default`); `--all` shows every setting of a broker. Synonyms name the value's own
-source only: kcore's Admin does not carry the synonyms DescribeConfigs lists.
+`Completed updating config for user alice.`, `Completed updating default config for brokers
+in the cluster.`). A broker's dynamic configs are its own (`--entity-name ID`) and the
+cluster-wide defaults (`--entity-default`); `--all` shows every setting of a broker.
+Synonyms name the value's own source only: kcore's Admin does not carry the synonyms
+DescribeConfigs lists.
+
+A user's SCRAM credential is added as `MECHANISM=[iterations=N,password=P]` (4096
+iterations when not given) and removed by its mechanism's name: the password is salted and
+hashed here, and only the salt and salted password reach the brokers (AlterUserScram
+Credentials), which store Kafka's form in /config/users/<user>. Describing a user lists its
+mechanisms and iterations; a user without credentials prints nothing, as in Kafka. Users'
+quota configs (`producer_byte_rate`, ...) are refused: kcore does not enforce quotas, and
+so neither are there user defaults (`--entity-default`).
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+from kcore import errors
 from kcore.client import Admin
+from kcore.client.admin import (
+    ScramCredentialInfo,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from kcore.config import ConfigEntry, ConfigSourceCode
+from kcore.security.scram import DEFAULT_ITERATIONS, MECHANISMS, MIN_ITERATIONS
 from kcore.tools._tool import Tool, ToolError, UsageError, add_bootstrap_server
 
 # Kafka's ConfigCommand splits --add-config on commas outside square brackets, so a list
@@ -35,14 +57,25 @@ _DYNAMIC_SOURCES = {
     "topics": ConfigSourceCode.DYNAMIC_TOPIC_CONFIG,
     "brokers": ConfigSourceCode.DYNAMIC_BROKER_CONFIG,
 }
+ENTITY_TYPES = ("brokers", "topics", "users")
+# Kafka's QuotaConfigs for users and clients: kcore enforces no quotas.
+USER_QUOTA_CONFIGS = (
+    "producer_byte_rate",
+    "consumer_byte_rate",
+    "request_percentage",
+    "controller_mutation_rate",
+)
+# Kafka's ConfigCommand: a SCRAM credential to add, `[iterations=N,]password=P`.
+_SCRAM_CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_server(parser)
-    parser.add_argument("--entity-type", required=True, choices=sorted(_DYNAMIC_SOURCES))
+    parser.add_argument("--entity-type", required=True, choices=ENTITY_TYPES)
     entity = parser.add_mutually_exclusive_group()
     entity.add_argument(
-        "--entity-name", help="the topic's name or the broker's id (all of them when absent)"
+        "--entity-name",
+        help="the topic's name, the broker's id or the user's name (all of them when absent)",
     )
     entity.add_argument(
         "--entity-default",
@@ -53,7 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions.add_argument("--describe", action="store_true", help="list the entity's configs")
     actions.add_argument("--alter", action="store_true", help="alter the entity's configs")
     parser.add_argument(
-        "--add-config", metavar="K=V,K=[V1,V2]", help="configs to set, with --alter"
+        "--add-config",
+        metavar="K=V,K=[V1,V2]",
+        help="configs to set, with --alter (users: 'SCRAM-SHA-256=[iterations=N,password=P]')",
     )
     parser.add_argument("--delete-config", metavar="K,K", help="configs to remove, with --alter")
     parser.add_argument(
@@ -66,10 +101,12 @@ def check(args: argparse.Namespace) -> None:
         raise UsageError("--add-config and --delete-config go with --alter")
     if args.all and not args.describe:
         raise UsageError("--all goes with --describe")
-    if args.entity_default and args.entity_type != "brokers":
+    if args.all and args.entity_type == "users":
+        raise UsageError("--all applies to topics and brokers")
+    if args.entity_default and args.entity_type == "topics":
         raise UsageError("--entity-default applies to brokers")
     if args.alter and args.entity_name is None and not args.entity_default:
-        if args.entity_type == "brokers":
+        if args.entity_type in ("brokers", "users"):
             raise UsageError(
                 "an entity-name or default entity must be specified with --alter of users, "
                 "clients, brokers or ips"
@@ -87,7 +124,9 @@ def check(args: argparse.Namespace) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     async with Admin(args.bootstrap_server, client_id="kcore-configs") as admin:
-        if args.alter:
+        if args.entity_type == "users":
+            await _users(admin, args)
+        elif args.alter:
             await _alter(admin, args)
         elif args.entity_type == "topics":
             names = [args.entity_name] if args.entity_name else await admin.list_topics()
@@ -134,7 +173,94 @@ async def _alter(admin: Admin, args: argparse.Namespace) -> None:
         print(f"Completed updating config for {args.entity_type[:-1]} {args.entity_name}.")
 
 
+async def _users(admin: Admin, args: argparse.Namespace) -> None:
+    """Kafka's ConfigCommand for users over --bootstrap-server, SCRAM credentials only."""
+    if args.entity_default:
+        if args.alter:
+            raise ToolError(
+                "The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+                "Credentials using --bootstrap-server."
+            )
+        raise ToolError(
+            "--entity-default with users describes the default user quotas: kcore has no "
+            "quotas (it does not enforce them)"
+        )
+    if not args.alter:
+        named = None if args.entity_name is None else [args.entity_name]
+        try:
+            described = await admin.describe_user_scram_credentials(named)
+        except errors.ResourceNotFoundError:
+            if named is None:
+                raise
+            described = {}  # Kafka lists the users found only
+        for user, infos in described.items():
+            print(scram_credentials_line(user, infos))
+        return
+    alterations = user_alterations(
+        args.entity_name,
+        args.add_config if args.add_config is not None else "",
+        args.delete_config if args.delete_config is not None else "",
+    )
+    await admin.alter_user_scram_credentials(alterations)
+    print(f"Completed updating config for user {args.entity_name}.")
+
+
 # -- pure: what Kafka's ConfigCommand prints and parses -----------------------------------
+
+
+def scram_credentials_line(user: str, infos: Sequence[ScramCredentialInfo]) -> str:
+    listed = ", ".join(f"{info.mechanism}=iterations={info.iterations}" for info in infos)
+    return f"SCRAM credential configs for user-principal '{user}' are {listed}"
+
+
+def user_alterations(
+    user: str, add_config: str, delete_config: str
+) -> list[UserScramCredentialDeletion | UserScramCredentialUpsertion]:
+    """A user's `--add-config` and `--delete-config` as SCRAM credential alterations
+    (Kafka's alterUserScramCredentialConfigs), deletions first. Names that are neither a
+    SCRAM mechanism nor a quota are refused with Kafka's message, quotas with kcore's."""
+    to_set = parse_add_config(add_config) if add_config else {}
+    to_delete = parse_delete_config(delete_config) if delete_config else []
+    for verb, names in (("added", list(to_set)), ("deleted", to_delete)):
+        unknown = [n for n in names if n not in MECHANISMS and n not in USER_QUOTA_CONFIGS]
+        if unknown:
+            raise ToolError(
+                f"Only quota and SCRAM credential configs can be {verb} for 'users' using "
+                f"--bootstrap-server. Unexpected config names: {', '.join(unknown)}"
+            )
+    quotas = [n for n in (*to_set, *to_delete) if n in USER_QUOTA_CONFIGS]
+    if quotas:
+        raise ToolError(
+            f"Quota configs are not supported by kcore (it does not enforce quotas): "
+            f"{', '.join(quotas)}; users take SCRAM credential configs "
+            f"({', '.join(MECHANISMS)})"
+        )
+    alterations: list[UserScramCredentialDeletion | UserScramCredentialUpsertion] = [
+        UserScramCredentialDeletion(user, mechanism) for mechanism in to_delete
+    ]
+    for mechanism, text in to_set.items():
+        iterations, password = _iterations_and_password(mechanism, text)
+        alterations.append(UserScramCredentialUpsertion(user, mechanism, iterations, password))
+    return alterations
+
+
+def _iterations_and_password(mechanism: str, text: str) -> tuple[int, str]:
+    """`[iterations=N,]password=P` (N of -1 or none: 4096). Unlike Kafka's message, the
+    refusal of a malformed one does not repeat it: it holds the password."""
+    match = _SCRAM_CREDENTIAL.fullmatch(text)
+    if match is None or match.group(1) == "":
+        raise ToolError(
+            f"Invalid credential property {mechanism}: expected "
+            f"{mechanism}=[iterations=N,password=P] or {mechanism}=[password=P]"
+        )
+    given, password = match.groups()
+    iterations = DEFAULT_ITERATIONS if given in (None, "-1") else int(given)
+    if iterations < MIN_ITERATIONS:
+        raise ToolError(
+            f"Iterations {iterations} is less than the minimum {MIN_ITERATIONS} required for "
+            f"{mechanism}"
+        )
+    return iterations, password
 
 
 def describe_lines(
@@ -199,7 +325,8 @@ def parse_delete_config(text: str) -> list[str]:
 
 TOOL = Tool(
     "configs",
-    "Describe and alter topic and broker configs (Kafka's kafka-configs.sh).",
+    "Describe and alter topic and broker configs and users' SCRAM credentials (Kafka's "
+    "kafka-configs.sh).",
     add_arguments,
     run,
     check,

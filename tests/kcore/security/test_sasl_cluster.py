@@ -1,8 +1,9 @@
-"""A cluster started as a user starts one, with only SASL_PLAINTEXT listeners (PLAIN and
-SCRAM-SHA-256 enabled, brokers authenticating to each other with PLAIN): confluent-kafka
-(librdkafka) produces and consumes with either mechanism, replicated to every broker; a
-wrong password is refused with Kafka's authentication error; kcore's own clients work
-with kafka-python's settings."""
+"""A cluster started as a user starts one, with only SASL_PLAINTEXT listeners (PLAIN,
+SCRAM-SHA-256 and SCRAM-SHA-512 enabled, brokers authenticating to each other with PLAIN):
+confluent-kafka (librdkafka) produces and consumes with either mechanism, replicated to every
+broker; a wrong password is refused with Kafka's authentication error; kcore's own clients
+work with kafka-python's settings; confluent-kafka's AdminClient creates, describes and
+deletes SCRAM users (AlterUserScramCredentials, DescribeUserScramCredentials)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def sasl_cluster(tmp_path_factory):
     settings = (
         "listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT\n"
         "security.inter.broker.protocol=SASL_PLAINTEXT\n"
-        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256\n"
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512\n"
         "sasl.mechanism.inter.broker.protocol=PLAIN\n"
         f"listener.name.sasl_plaintext.plain.sasl.jaas.config={PLAIN_JAAS}\n"
     )
@@ -147,7 +148,7 @@ async def test_kcore_clients_authenticate_with_plain(sasl_cluster):
             await admin.create_topic("kcore-sasl", partitions=1, replication_factor=3)
         async with Producer(bootstrap, acks="all", **plain) as producer:
             for i in range(3):
-                await producer.send("kcore-sasl", b"v%d" % i, partition=0)
+                await producer.send_and_wait("kcore-sasl", b"v%d" % i, partition=0)
         async with Consumer(bootstrap, **plain) as consumer:
             consumer.assign([("kcore-sasl", 0)])
             consumer.seek_to_beginning()
@@ -200,3 +201,71 @@ async def test_confluent_kafka_with_scram_for_a_user_stored_as_kafka_stores_it(
 
     values = await trio.to_thread.run_sync(produce_and_consume)
     assert values == [b"record-%d" % i for i in range(5)]
+
+
+def test_confluent_kafkas_admin_manages_scram_users_that_then_log_in(
+    sasl_cluster, require_external
+):
+    """Kafka's own admin calls (KIP-554), sent by librdkafka in Kafka's protocol: a user
+    created with a SCRAM-SHA-512 credential (salted by the client) is described with its
+    mechanism and iterations, logs in, and once deleted is described no more."""
+    confluent_kafka = _confluent(require_external)
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    servers = sasl_cluster.bootstrap_servers
+    admin = AdminClient(
+        {
+            "bootstrap.servers": servers,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "admin",
+            "sasl.password": "admin-secret",
+        }
+    )
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    created = admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion("carol", info, b"carol-secret")]
+    )
+    created["carol"].result(timeout=30)
+    described = admin.describe_user_scram_credentials(["carol"])["carol"].result(timeout=30)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_512, 8192)
+    ]
+    everyone = admin.describe_user_scram_credentials().result(timeout=30)
+    assert "carol" in everyone
+
+    # Each broker applies the change notification on its own: each is asked in turn.
+    for address in servers.split(","):
+        carol = AdminClient(
+            {
+                "bootstrap.servers": address,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "carol",
+                "sasl.password": "carol-secret",
+            }
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                carol.list_topics(timeout=5)
+                break
+            except confluent_kafka.KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+
+    deleted = admin.alter_user_scram_credentials(
+        [UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512)]
+    )
+    deleted["carol"].result(timeout=30)
+    with pytest.raises(confluent_kafka.KafkaException) as refused:
+        admin.describe_user_scram_credentials(["carol"])["carol"].result(timeout=30)
+    error = refused.value.args[0]
+    assert error.code() == confluent_kafka.KafkaError.RESOURCE_NOT_FOUND
+    assert "Attempt to describe a user credential that does not exist: carol" in error.str()
