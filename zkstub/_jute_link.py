@@ -388,6 +388,8 @@ class JuteLink:
                 return value
             case "multi":
                 return await self._multi(args)
+            case "multi_get":
+                return await self._multi_get(args)
             case "add_watch":
                 path, mode = args
                 request = jute.AddWatchRequest(path, mode)
@@ -446,6 +448,26 @@ class JuteLink:
         if len(results) != len(ops):
             raise MarshallingError(f"a multi of {len(ops)} ops got {len(results)} results")
         return [_multi_result(one, result) for one, result in zip(ops, results, strict=True)]
+
+    async def _multi_get(self, paths: list[str]) -> list[Any]:
+        """ZooKeeper's multiRead of getData ops (no watch): each read's result or error."""
+        records = tuple(
+            (jute.OpCode.GET_DATA, jute.PathWatchRequest(path, False)) for path in paths
+        )
+        response = await self._checked(jute.OpCode.MULTI_READ, jute.MultiRequest(records), None)
+        results = response.results
+        if len(results) != len(paths):
+            raise MarshallingError(f"a multiRead of {len(paths)} ops got {len(results)} results")
+        out: list[Any] = []
+        for path, result in zip(paths, results, strict=True):
+            match result:
+                case jute.ErrorResult(err=err):
+                    out.append(proto.multi_result_to_wire(error_for_code(err, path=path)))
+                case jute.GetDataResponse(data=data, stat=stat):
+                    out.append(proto.multi_result_to_wire([data, proto.stat_to_wire(stat)]))
+                case _:
+                    raise MarshallingError(f"an unexpected multiRead result {result!r}")
+        return out
 
     async def ping(self) -> None:
         connection = self._live()

@@ -306,6 +306,9 @@ class KazooZkClient:
     async def get_all_children_number(self, path: str) -> int:
         raise UnimplementedError("get_all_children_number: kazoo 2.11 has no getAllChildrenNumber")
 
+    async def multi_get(self, paths: Iterable[str]) -> list[Any]:
+        raise UnimplementedError("multi_get: kazoo 2.11 has no multiRead")
+
     async def multi(self, ops: Iterable[MultiOp]) -> list[Any]:
         transaction = self._kazoo.transaction()
         for op in ops:

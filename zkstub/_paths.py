@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 from zkstub._errors import BadArgumentsError
 
 RESERVED = "/zookeeper"
 
 
-def _forbidden(ch: str) -> bool:
-    """Java sees a code point above U+FFFF as a surrogate pair, which ZooKeeper forbids."""
-    c = ord(ch)
-    return c == 0 or 0x01 <= c <= 0x1F or 0x7F <= c <= 0x9F or 0xD800 <= c <= 0xF8FF or c >= 0xFFF0
+# The characters ZooKeeper forbids in a path; Java sees a code point above U+FFFF as a
+# surrogate pair, which it forbids too. One regex search: every request's paths pass here,
+# on the client and again on the server, and a test per character was most of a request.
+_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\U0010ffff]")
 
 
 def validate_path(path: str, *, sequential: bool = False) -> str:
@@ -32,11 +34,10 @@ def validate_path(path: str, *, sequential: bool = False) -> str:
             raise BadArgumentsError(f"empty node name specified: {path!r}", path=path)
         if segment in (".", ".."):
             raise BadArgumentsError(f"relative paths not allowed: {path!r}", path=path)
-    for ch in checked:
-        if _forbidden(ch):
-            raise BadArgumentsError(
-                f"invalid character \\u{ord(ch):04x} in path {path!r}", path=path
-            )
+    if (forbidden := _FORBIDDEN.search(checked)) is not None:
+        raise BadArgumentsError(
+            f"invalid character \\u{ord(forbidden.group()):04x} in path {path!r}", path=path
+        )
     return path
 
 

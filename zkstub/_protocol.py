@@ -197,6 +197,8 @@ def request_from_wire(op: Any, args: Any) -> Any:
         return op_from_wire([op, *args])
     if op == "multi":
         return [op_from_wire(o) for o in args]
+    if op == "multi_get":
+        return [validate_path(path) for path in args]
     if op in SESSION_OPS:
         return _session_op_from_wire(op, args)
     raise BadArgumentsError(f"unknown request {_brief(op)}")
@@ -238,11 +240,13 @@ def request_size(op: Any, args: Any, limit: int) -> int:
     """About what the request takes on ZooKeeper's wire (paths, data and each op's fixed
     fields), counted only until it passes `limit`: a multi of a million ops is refused
     after the first ones that pass it, not after a million."""
-    ops = args if op == "multi" and isinstance(args, list) else [[op, *args]]
+    ops = args if op in ("multi", "multi_get") and isinstance(args, list) else [[op, *args]]
     size = 0
     for one in ops:
         size += _OP_OVERHEAD
-        if isinstance(one, list):
+        if isinstance(one, str):  # a multi_get's path
+            size += len(one)
+        elif isinstance(one, list):
             for field in one[1:3]:
                 if isinstance(field, str | bytes):
                     size += len(field)

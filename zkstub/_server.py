@@ -242,6 +242,8 @@ class ZkServer:
                 results, deliveries = tree.multi(session_id, parsed, now_ms)
                 self._dispatch(deliveries)
                 return [proto.multi_result_to_wire(r) for r in results]
+            case "multi_get":
+                return [self._read_for_multi(path) for path in parsed]
             case _ if op in proto.SESSION_OPS:
                 return self._session_op(session_id, op, parsed)
         now_ms = tree.clock()
@@ -249,6 +251,15 @@ class ZkServer:
         result, deliveries = tree.apply(session_id, parsed, now_ms)
         self._dispatch(deliveries)
         return proto.stat_to_wire(result) if op == "set" else result
+
+    def _read_for_multi(self, path: str) -> list[Any]:
+        """One getData of a multiRead (ZooKeeper 3.6's): its data and stat, or its error,
+        the other reads going on all the same. No watch: a multiRead's ops take none."""
+        try:
+            data, stat = self.tree.get(path, None)
+        except ZkError as error:
+            return proto.multi_result_to_wire(error)
+        return proto.multi_result_to_wire([data, proto.stat_to_wire(stat)])
 
     def _session_op(self, session_id: int, op: str, parsed: Any) -> Any:
         """The requests that read or change only the session's own view (watches,

@@ -129,7 +129,7 @@ class ControllerBrokerRequestBatch:
                 assignment.removing_replicas,
                 is_new or already_new,
             )
-        self.add_update_metadata(sorted(self.context.live_or_shutting_down_broker_ids), [tp])
+        self.add_update_metadata(self.context.live_brokers, [tp])
 
     def add_update_metadata(
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition]
@@ -152,6 +152,7 @@ class ControllerBrokerRequestBatch:
         if state is None:
             return None
         replicas = self.context.replicas(tp)
+        live = self.context.live_broker_ids
         leader_and_isr = state.leader_and_isr
         leader = leader_and_isr.leader
         if self.context.is_topic_queued_for_deletion(tp.topic):
@@ -165,7 +166,7 @@ class ControllerBrokerRequestBatch:
             leader_and_isr.isr,
             leader_and_isr.partition_epoch,
             replicas,
-            tuple(r for r in replicas if not self.context.is_replica_online(r)),
+            tuple(r for r in replicas if r not in live),
         )
 
     def add_stop_replica(
@@ -215,6 +216,8 @@ class ControllerBrokerRequestBatch:
             if broker_epoch is None:
                 continue
             states = self._leader_and_isr[broker_id]
+            # (once per request: a topic's membership test per partition made it O(N^2))
+            topics = _topics(states)
             leader_ids = {s.leader for s in states.values()}
             live_leaders = tuple(
                 LiveLeader(b, endpoint.host, endpoint.port)
@@ -228,15 +231,16 @@ class ControllerBrokerRequestBatch:
                 broker_epoch,
                 tuple(states[tp] for tp in sorted(states)),
                 live_leaders,
-                topic_ids={t: i for t, i in self.context.topic_ids.items() if t in _topics(states)},
+                topic_ids={t: i for t, i in self.context.topic_ids.items() if t in topics},
             )
-            for tp in sorted(states):
-                state = states[tp]
-                logger.debug(
-                    "Sending LeaderAndIsr request with state leader=%d epoch=%d isr=%s to "
-                    "broker %d for partition %s",
-                    state.leader, state.leader_epoch, list(state.isr), broker_id, tp,
-                )  # fmt: skip
+            if logger.isEnabledFor(logging.DEBUG):
+                for tp in sorted(states):
+                    state = states[tp]
+                    logger.debug(
+                        "Sending LeaderAndIsr request with state leader=%d epoch=%d isr=%s to "
+                        "broker %d for partition %s",
+                        state.leader, state.leader_epoch, list(state.isr), broker_id, tp,
+                    )  # fmt: skip
             self.send_request(
                 broker_id, ApiKey.LEADER_AND_ISR, request, self.on_leader_and_isr_response
             )
