@@ -49,9 +49,10 @@ async def test_each_broker_of_a_simulated_cluster_logs_under_its_own_id(autojump
     assert became == {1: "[Broker id=1] ", 2: "[Broker id=2] "}
 
 
-def test_the_cli_format_prefixes_the_broker_or_the_controller():
-    formatter = PrefixFormatter(CLI_FORMAT)
-    logger = logging.getLogger("kcore.test_log_context")
+def _records_in_and_out_of_a_broker(logger_name: str) -> list[logging.LogRecord]:
+    """The records of four lines: outside any broker, in broker 3, in its controller of
+    epoch 5, and in its controller before an epoch is known."""
+    logger = logging.getLogger(logger_name)
     records = []
 
     class Keep(logging.Handler):
@@ -72,6 +73,12 @@ def test_the_cli_format_prefixes_the_broker_or_the_controller():
     finally:
         logger.removeHandler(handler)
         logger.propagate = True
+    return records
+
+
+def test_the_cli_format_prefixes_the_broker_or_the_controller():
+    formatter = PrefixFormatter(CLI_FORMAT)
+    records = _records_in_and_out_of_a_broker("kcore.test_log_context")
     lines = [formatter.format(r).split(" ", 3)[3] for r in records]
     assert lines == [
         "kcore.test_log_context outside any broker",
@@ -89,27 +96,7 @@ def test_a_record_made_elsewhere_is_formatted_without_a_prefix():
 
 def test_json_lines_carry_the_broker_and_controller_as_fields():
     formatter = cli_formatter("json")
-    logger = logging.getLogger("kcore.test_log_context.json")
-    records = []
-
-    class Keep(logging.Handler):
-        def emit(self, record):
-            records.append(record)
-
-    handler = Keep()
-    logger.addHandler(handler)
-    logger.propagate = False
-    try:
-        logger.warning("outside any broker")
-        with broker_logging(3):
-            logger.warning("session expired")
-            with controller_logging(3, lambda: 5):
-                logger.warning("resigning")
-            with controller_logging(3, lambda: None):
-                logger.warning("waiting for the election")
-    finally:
-        logger.removeHandler(handler)
-        logger.propagate = True
+    records = _records_in_and_out_of_a_broker("kcore.test_log_context.json")
     lines = [json.loads(formatter.format(r)) for r in records]
     context = [
         {k: v for k, v in line.items() if k not in ("time", "level", "logger")} for line in lines
