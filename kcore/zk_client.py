@@ -282,6 +282,77 @@ def _retrying(zk: zkstub.ZkClient) -> RetryUntilConnected:
     return zk if isinstance(zk, RetryUntilConnected) else RetryUntilConnected(zk)
 
 
+# ZkData.SensitiveRootPaths: what only the creator may read (user and broker configs hold
+# credentials and passwords).
+SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_tokens")
+
+
+def default_acls(secure: bool, path: str) -> tuple[zkstub.ACL, ...]:
+    """Kafka's ZkData.defaultAcls: with zookeeper.set.acl, everything for the creator and
+    reading for everyone, but for the sensitive paths (the creator only) and the old
+    consumers' /consumers (open, as different consumers write under it); else open."""
+    if not secure or path == zkdata.CONSUMERS:
+        return zkstub.OPEN_ACL_UNSAFE
+    if any(path.startswith(root) for root in SENSITIVE_ROOT_PATHS):
+        return zkstub.CREATOR_ALL_ACL
+    return (*zkstub.CREATOR_ALL_ACL, *zkstub.READ_ACL_UNSAFE)
+
+
+class WithSecureAcls:
+    """A zkstub client whose creates carry Kafka's `default_acls` for their path (parents
+    made on the way included, each with its own, as KafkaZkClient.createRecursive does);
+    everything else is the wrapped client's. The CREATOR entries stand for the identities
+    the client authenticated with (`zkstub.ZkClient.add_auth`)."""
+
+    def __init__(self, zk: zkstub.ZkClient) -> None:
+        self.zk = zk
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.zk, name)
+
+    async def create(
+        self,
+        path: str,
+        data: bytes | None = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        make_parents: bool = False,
+    ) -> str:
+        acl = default_acls(True, path)
+        try:
+            return await self.zk.create(path, data, ephemeral=ephemeral, sequence=sequence,
+                                        acl=acl)  # fmt: skip
+        except zkstub.NoNodeError:
+            if not make_parents:
+                raise
+        await self._create_parents(parent_path(path))
+        return await self.zk.create(path, data, ephemeral=ephemeral, sequence=sequence, acl=acl)
+
+    async def _create_parents(self, path: str) -> None:
+        if path == "/":
+            return
+        try:
+            await self.zk.create(path, None, acl=default_acls(True, path))
+        except zkstub.NodeExistsError:
+            return
+        except zkstub.NoNodeError:
+            await self._create_parents(parent_path(path))
+            with contextlib.suppress(zkstub.NodeExistsError):
+                await self.zk.create(path, None, acl=default_acls(True, path))
+
+    async def multi(self, ops: Iterable[Any]) -> list[Any]:
+        return await self.zk.multi(
+            attrs.evolve(op, acl=default_acls(True, op.path))
+            if isinstance(op, zkstub.CreateOp) else op
+            for op in ops
+        )  # fmt: skip
+
+
+def parent_path(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
 @contextlib.asynccontextmanager
 async def open_kafka_zk_client(
     connect: str,
@@ -291,10 +362,21 @@ async def open_kafka_zk_client(
     network: transport.Network,
     rng: random.Random,
     clock: Callable[[], float],
+    secure_acls: bool = False,
+    digest_credential: str | None = None,
 ) -> AsyncIterator[KafkaZkClient]:
     """A session to `zookeeper.connect` (a zkstub server, or a real ZooKeeper with the
     `zookeeper://` scheme), ended on leaving the block as `zkstub.connect` ends it: closed,
-    or abandoned to expire when the block is cancelled or fails (a crash)."""
+    or abandoned to expire when the block is cancelled or fails (a crash).
+
+    `digest_credential` ("user:password"): the session authenticates with ZooKeeper's
+    digest scheme (on every connection), where Kafka authenticates with SASL (JAAS's
+    Client section). `secure_acls` (Kafka's zookeeper.set.acl): every node is created with
+    Kafka's `default_acls`, whose creator is that identity; Kafka refuses it without one
+    (KafkaServer: "zookeeper.set.acl is true, but ..."), and so does this."""
+    if secure_acls and digest_credential is None:
+        raise ValueError("zookeeper.set.acl is true, but no ZooKeeper credential is set to "
+                         "create the nodes as")  # fmt: skip
     logger.info("Connecting to zookeeper on %s", connect)
     async with contextlib.AsyncExitStack() as stack:
         try:
@@ -312,7 +394,9 @@ async def open_kafka_zk_client(
                 f"cannot reach ZooKeeper at {connect} within {connect_timeout:g}s "
                 f"(zookeeper.connection.timeout.ms): {error}"
             ) from error
-        yield KafkaZkClient(zk, clock)
+        if digest_credential is not None:
+            await zk.add_auth("digest", digest_credential)
+        yield KafkaZkClient(WithSecureAcls(zk) if secure_acls else zk, clock)
 
 
 @attrs.define

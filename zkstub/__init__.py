@@ -1,5 +1,14 @@
 """zkstub: an embedded ZooKeeper-like coordination store (see DESIGN.md section 5)."""
 
+from zkstub._acl import (
+    ACL,
+    CREATOR_ALL_ACL,
+    OPEN_ACL_UNSAFE,
+    READ_ACL_UNSAFE,
+    Perms,
+    digest,
+    parse_acl,
+)
 from zkstub._client import connect
 from zkstub._client_api import ZkClient
 from zkstub._errors import (
@@ -40,6 +49,7 @@ from zkstub._types import (
     EventType,
     MultiOp,
     Op,
+    SetACLOp,
     SetDataOp,
     Stat,
     WatchedEvent,
@@ -47,6 +57,10 @@ from zkstub._types import (
 )
 
 __all__ = [
+    "ACL",
+    "CREATOR_ALL_ACL",
+    "OPEN_ACL_UNSAFE",
+    "READ_ACL_UNSAFE",
     "AddWatchMode",
     "AuthFailedError",
     "BadArgumentsError",
@@ -71,11 +85,13 @@ __all__ = [
     "NotEmptyError",
     "Op",
     "OperationTimeoutError",
+    "Perms",
     "RequestTimeoutError",
     "RolledBackError",
     "RuntimeInconsistencyError",
     "SessionExpiredError",
     "SessionMovedError",
+    "SetACLOp",
     "SetDataOp",
     "Stat",
     "SystemZookeeperError",
@@ -87,6 +103,8 @@ __all__ = [
     "ZkError",
     "ZkServer",
     "connect",
+    "digest",
     "error_for_code",
     "open_server",
+    "parse_acl",
 ]

@@ -6,7 +6,9 @@ CONNECTED again with the same session and its watches), heartbeats every third o
 session timeout, and treats a connection as lost after two thirds of it without a reply.
 When the server says the session expired it runs Kafka's session hooks: every
 `before_initializing_session` hook (awaited), a new session, every
-`after_initializing_session` hook.
+`after_initializing_session` hook. What `add_auth` added is sent again on every new
+connection before anything else, as ZooKeeper's client does (a server keeps it per
+connection).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import actors
 import transport
 from zkstub import _paths
 from zkstub import _protocol as proto
+from zkstub._acl import ACL, OPEN_ACL_UNSAFE, acl_from_wire, acl_to_wire
 from zkstub._errors import (
+    AuthFailedError,
     ClosedError,
     ConnectionLossError,
     NodeExistsError,
@@ -63,6 +67,7 @@ class LocalLink:
     def __init__(self, server: Any) -> None:
         self.server = server
         self.session_id = 0
+        self.identities: tuple[tuple[str, str], ...] = ()  # this connection's (`_acl`)
         self._deliver: Callable[[Any], None] | None = None
         self._lost = trio.Event()
 
@@ -70,6 +75,7 @@ class LocalLink:
         await trio.lowlevel.checkpoint()
         session = self.server.open_session(timeout, session_id, password)
         self.session_id = session.session_id
+        self.identities = ()
         self._lost = trio.Event()
         self._deliver = client._on_push_event
         self.server.attach_connection(session.session_id, self)
@@ -84,7 +90,14 @@ class LocalLink:
     async def call(self, op: str, args: list[Any]) -> Any:
         await trio.lowlevel.checkpoint()
         self._check_connected()
-        return await self.server.request(self.session_id, op, args)
+        if op == proto.AUTH:
+            try:
+                self.identities = self.server.authenticate(self.identities, *args)
+            except AuthFailedError:
+                self.drop()  # the server closes the connection after AuthFailed
+                raise
+            return None
+        return await self.server.request(self.session_id, op, args, self.identities)
 
     async def ping(self) -> None:
         await trio.lowlevel.checkpoint()
@@ -208,6 +221,7 @@ class ZkClientImpl:
     _state_changed: trio.Event = attrs.field(factory=trio.Event)  # replaced at each change
     _expired: trio.Event = attrs.field(factory=trio.Event)
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    _auths: list[tuple[str, bytes]] = attrs.field(factory=list)  # add_auth's, in order
 
     @property
     def session_password(self) -> bytes:
@@ -275,6 +289,13 @@ class ZkClientImpl:
                 await trio.sleep(backoff * self.rng.uniform(0.8, 1.2))
                 backoff = min(backoff * 2, 1.0)
                 continue
+            try:
+                for scheme, credential in self._auths:
+                    await self.link.call(proto.AUTH, [scheme, credential])
+            except AuthFailedError as error:  # the server closed the connection
+                logger.warning("authentication failed on reconnecting: %s", error)
+            except ConnectionLossError as error:
+                logger.debug("connection lost while authenticating: %s", error)
             self.session_id, self._password, self.session_timeout = sid, password, timeout
             self._set_state(ClientState.CONNECTED)
             return
@@ -442,28 +463,33 @@ class ZkClientImpl:
         ephemeral: bool = False,
         sequence: bool = False,
         make_parents: bool = False,
+        acl: Iterable[ACL] = OPEN_ACL_UNSAFE,
     ) -> str:
+        """`acl`: the node's (and, with `make_parents`, its new parents', as kazoo's
+        ensure_path gives them); `auth` entries become this connection's identities."""
         full = self._full(path, sequential=sequence)
+        acl = tuple(acl)
         try:
-            created = await self._call("create", [full, data, ephemeral, sequence])
+            created = await self._call("create", _create_args(full, data, ephemeral, sequence, acl))
         except NoNodeError:
             if not make_parents:
                 raise
-            await self._create_parents(_paths.parent_of(path))
-            created = await self._call("create", [full, data, ephemeral, sequence])
+            await self._create_parents(_paths.parent_of(path), acl)
+            created = await self._call("create", _create_args(full, data, ephemeral, sequence, acl))
         return _paths.strip_chroot(self.chroot, created)
 
-    async def _create_parents(self, path: str) -> None:
+    async def _create_parents(self, path: str, acl: tuple[ACL, ...]) -> None:
         if path == "/":
             return
+        args = _create_args(self._full(path), None, False, False, acl)
         try:
-            await self._call("create", [self._full(path), None, False, False])
+            await self._call("create", args)
         except NodeExistsError:
             return
         except NoNodeError:
-            await self._create_parents(_paths.parent_of(path))
+            await self._create_parents(_paths.parent_of(path), acl)
             with contextlib.suppress(NodeExistsError):
-                await self._call("create", [self._full(path), None, False, False])
+                await self._call("create", args)
 
     def watched_paths(
         self,
@@ -503,6 +529,27 @@ class ZkClientImpl:
 
     async def set(self, path: str, data: bytes | None, version: int = -1) -> Stat:
         return proto.stat_from_wire(await self._call("set", [self._full(path), data, version]))
+
+    async def get_acl(self, path: str) -> tuple[tuple[ACL, ...], Stat]:
+        """ZooKeeper's getACL: the node's ACL (digest hashes hidden without ADMIN) and
+        Stat; needs READ or ADMIN."""
+        acl, stat = await self._call("get_acl", [self._full(path)])
+        return acl_from_wire(acl), proto.stat_from_wire(stat)
+
+    async def set_acl(self, path: str, acl: Iterable[ACL], version: int = -1) -> Stat:
+        """ZooKeeper's setACL: needs ADMIN; `version` is matched against the aversion."""
+        wire = acl_to_wire(tuple(acl))
+        return proto.stat_from_wire(await self._call("set_acl", [self._full(path), wire, version]))
+
+    async def add_auth(self, scheme: str, credential: bytes | str) -> None:
+        """ZooKeeper's addAuthInfo: this connection, and every later one of the client, is
+        authenticated as `credential` ("user:password" for digest) too. AuthFailedError
+        for a scheme the server does not know; the server then closes the connection."""
+        if isinstance(credential, str):
+            credential = credential.encode()
+        await self._call(proto.AUTH, [scheme, credential])
+        if (scheme, credential) not in self._auths:
+            self._auths.append((scheme, credential))
 
     async def add_watch(self, path: str, watcher: Watcher, *, recursive: bool = False) -> None:
         """A persistent watch on `path` (which need not exist): `watcher` gets every
@@ -597,7 +644,7 @@ class ZkClientImpl:
             match op:
                 case CreateOp():
                     full = self._full(op.path, sequential=op.sequence)
-                case CheckOp() | DeleteOp() | SetDataOp():
+                case CheckOp() | DeleteOp() | SetDataOp():  # not SetACLOp: as ZooKeeper
                     full = self._full(op.path)
                 case _:
                     raise TypeError(f"not a multi op: {op!r}")
@@ -651,6 +698,12 @@ class ZkClientImpl:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def _create_args(
+    full: str, data: bytes | None, ephemeral: bool, sequence: bool, acl: tuple[ACL, ...]
+) -> list[Any]:
+    return proto.op_to_wire(CreateOp(full, data, ephemeral, sequence, acl))[1:]
 
 
 @contextlib.asynccontextmanager

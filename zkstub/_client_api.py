@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol, Self, runtime_checkable
 
+from zkstub._acl import ACL, OPEN_ACL_UNSAFE
 from zkstub._types import ClientState, MultiOp, Stat, WatchedEvent, WatcherType
 
 Watcher = Callable[[WatchedEvent], None]
@@ -28,6 +29,7 @@ class ZkClient(Protocol):
         ephemeral: bool = False,
         sequence: bool = False,
         make_parents: bool = False,
+        acl: Iterable[ACL] = OPEN_ACL_UNSAFE,
     ) -> str: ...
 
     async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes | None, Stat]: ...
@@ -39,6 +41,17 @@ class ZkClient(Protocol):
     async def get_children(self, path: str, watch: Watcher | None = None) -> list[str]: ...
 
     async def multi(self, ops: Iterable[MultiOp]) -> list[Any]: ...
+
+    # ACLs and authentication (`zkstub._acl`): ZooKeeper's getACL, setACL, addAuthInfo.
+
+    async def get_acl(self, path: str) -> tuple[tuple[ACL, ...], Stat]: ...
+
+    async def set_acl(self, path: str, acl: Iterable[ACL], version: int = -1) -> Stat: ...
+
+    async def add_auth(self, scheme: str, credential: bytes | str) -> None:
+        """Authenticates this connection and every later one (AuthFailedError for an
+        unknown scheme, and the connection closed)."""
+        ...
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None: ...
 

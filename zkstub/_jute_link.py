@@ -29,6 +29,7 @@ import trio
 import transport
 from zkstub import _jute as jute
 from zkstub import _protocol as proto
+from zkstub._acl import acl_from_wire
 from zkstub._errors import (
     BadArgumentsError,
     ConnectionLossError,
@@ -292,7 +293,14 @@ class JuteLink:
                 logger.debug("a ping reply nobody waits for")
             return True
         if header.xid == jute.AUTH_XID:
-            logger.debug("auth reply, err %d", header.err)
+            # ZooKeeper answers an auth as it reads it, ahead of the requests still in its
+            # pipeline: the auth pending is the first one, wherever it waits.
+            auth = next((p for p in connection.pending if p.xid == jute.AUTH_XID), None)
+            if auth is None:
+                logger.debug("auth reply, err %d", header.err)
+            else:
+                connection.pending.remove(auth)
+                auth.finish(header, None)
             return True
         if not connection.pending:
             connection.fail(f"a reply to xid {header.xid}, which was not asked")
@@ -345,10 +353,30 @@ class JuteLink:
         """One request in zkstub's msgpack form (see `_protocol`), answered in that form."""
         match op:
             case "create":
-                path, data, ephemeral, sequence = args
-                flags = jute.flags_of(ephemeral, sequence)
-                request = jute.CreateRequest(path, data, jute.OPEN_ACL_UNSAFE, flags)
-                return (await self._checked(jute.OpCode.CREATE, request, path)).path
+                create = proto.op_from_wire(["create", *args])
+                request = _create_request(create)
+                return (await self._checked(jute.OpCode.CREATE, request, create.path)).path
+            case proto.AUTH:
+                scheme, credential = args
+                connection = self._live()
+                pending = connection.submit(jute.AUTH_XID, jute.OpCode.AUTH,
+                                            jute.AuthRequest(0, scheme, credential))  # fmt: skip
+                header = await connection.wait(pending)
+                if header.err:
+                    connection.fail("authentication failed")  # the server closes it too
+                    raise error_for_code(header.err)
+                return None
+            case "get_acl":
+                (path,) = args
+                response = await self._checked(jute.OpCode.GET_ACL, jute.PathRequest(path), path)
+                acl = [[e.perms, e.scheme, e.id] for e in response.acl]
+                return [acl, proto.stat_to_wire(response.stat)]
+            case "set_acl":
+                path, acl, version = args
+                entries = tuple(jute.ACL(e.perms, e.scheme, e.id) for e in acl_from_wire(acl))
+                request = jute.SetACLRequest(path, entries, version)
+                response = await self._checked(jute.OpCode.SET_ACL, request, path)
+                return proto.stat_to_wire(response.stat)
             case "get":
                 path, watch = args
                 request = jute.PathWatchRequest(path, watch)
@@ -432,9 +460,7 @@ class JuteLink:
         for one in ops:
             match one:
                 case CreateOp():
-                    flags = jute.flags_of(one.ephemeral, one.sequence)
-                    create = jute.CreateRequest(one.path, one.data, jute.OPEN_ACL_UNSAFE, flags)
-                    records.append((jute.OpCode.CREATE, create))
+                    records.append((jute.OpCode.CREATE, _create_request(one)))
                 case DeleteOp():
                     records.append((jute.OpCode.DELETE, jute.DeleteRequest(one.path, one.version)))
                 case SetDataOp():
@@ -495,6 +521,12 @@ class JuteLink:
         if self._connection is None:
             return
         await self._connection.lost.wait()
+
+
+def _create_request(op: CreateOp) -> jute.CreateRequest:
+    flags = jute.flags_of(op.ephemeral, op.sequence)
+    acl = tuple(jute.ACL(e.perms, e.scheme, e.id) for e in op.acl)
+    return jute.CreateRequest(op.path, op.data, acl, flags)
 
 
 def _multi_result(op: Any, result: Any) -> list[Any]:

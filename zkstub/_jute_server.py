@@ -25,6 +25,7 @@ import trio
 
 import transport
 from zkstub import _jute as jute
+from zkstub._acl import ACL, Identity, acl_from_wire, acl_to_wire
 from zkstub._errors import (
     AuthFailedError,
     InvalidACLError,
@@ -55,7 +56,12 @@ class ZkServer(Protocol):
     def detach(self, session_id: int, deliver: Any) -> None: ...
     def attach_connection(self, session_id: int, connection: Any) -> None: ...
     def detach_connection(self, session_id: int, connection: Any) -> None: ...
-    def handle(self, session_id: int, op: str, args: list[Any]) -> Any: ...
+    def handle(
+        self, session_id: int, op: str, args: list[Any], identities: tuple[Identity, ...] = ()
+    ) -> Any: ...
+    def authenticate(
+        self, identities: tuple[Identity, ...], scheme: Any, credential: Any
+    ) -> tuple[Identity, ...]: ...
     def ping(self, session_id: int) -> None: ...
     def close_session(self, session_id: int) -> None: ...
     def set_watches(self, session_id: int, request: Any) -> None: ...
@@ -71,10 +77,6 @@ EXPIRED_CONNECT_RESPONSE = jute.ConnectResponse(0, 0, 0, bytes(16), False)
 SYNC_CONNECTED = 3  # ZooKeeper's KeeperState.SyncConnected, the state notifications carry
 # A notification's reply header (ClientCnxn.NOTIFICATION_XID, zxid -1, no error).
 NOTIFICATION_HEADER = jute.ReplyHeader(jute.NOTIFICATION_XID, -1, 0)
-# The ACLs a node may be created with: zkstub has no ACLs yet (the security issue brings
-# them), so only one that grants everyone everything is honest. Kafka without
-# zookeeper.set.acl, kazoo and zkCli.sh create nodes with exactly this by default.
-OPEN_ACL = jute.OPEN_ACL_UNSAFE
 
 
 def claims_connect(first_frame_body: bytes) -> bool:
@@ -93,6 +95,8 @@ class JuteConnection:
         self._outbox: deque[bytes] = deque()
         self._queued = trio.lowlevel.ParkingLot()
         self._closing = False
+        # ServerCnxn.authInfo: the client's address, then what its `auth` requests add.
+        self.identities: tuple[Identity, ...] = (("ip", str(connection.peer_address[0])),)
 
     # -- the connection's life ------------------------------------------------------------
 
@@ -244,7 +248,9 @@ class JuteConnection:
         return True
 
     def _reply(self, xid: int, op: int, err: int, response: Any) -> None:
-        header = jute.ReplyHeader(xid, self.server.tree.zxid, err)
+        # ZooKeeper answers an auth outside its request pipeline, with zxid 0.
+        zxid = 0 if op == OpCode.AUTH else self.server.tree.zxid
+        header = jute.ReplyHeader(xid, zxid, err)
         self._queue(jute.encode_reply(header, op, response))
 
     def _answer(self, session_id: int, xid: int, op: int, request: Any) -> Any:
@@ -259,64 +265,73 @@ class JuteConnection:
                 server.set_watches(session_id, request)
                 return None
             case OpCode.AUTH:
-                # Authentication arrives with the security work; until then no scheme is
-                # accepted rather than every one silently.
-                raise AuthFailedError(f"authentication scheme {request.scheme!r} is not "
-                                      "supported by zkstub yet")  # fmt: skip
+                # AuthFailed (an unknown scheme) closes the connection (`_handle_frame`).
+                self.identities = server.authenticate(self.identities, request.scheme,
+                                                      request.auth)  # fmt: skip
+                return None
             case OpCode.CREATE | OpCode.CREATE2:
-                path = server.handle(session_id, "create", self._create_args(request))
+                create = op_to_wire(self._create_op(request))[1:]
+                path = self._handle(session_id, "create", create)
                 if op == OpCode.CREATE:
                     return jute.PathResponse(path)
                 return jute.Create2Response(path, self._stat(path))
             case OpCode.DELETE:
-                server.handle(session_id, "delete", [request.path, request.version])
+                self._handle(session_id, "delete", [request.path, request.version])
                 return None
             case OpCode.EXISTS:
-                stat = server.handle(session_id, "exists", [request.path, request.watch])
+                stat = self._handle(session_id, "exists", [request.path, request.watch])
                 if stat is None:
                     raise NoNodeError(path=request.path)  # the watch stays, as in ZooKeeper
                 return jute.StatResponse(Stat(*stat))
             case OpCode.GET_DATA:
-                data, stat = server.handle(session_id, "get", [request.path, request.watch])
+                data, stat = self._handle(session_id, "get", [request.path, request.watch])
                 return jute.GetDataResponse(data, Stat(*stat))
             case OpCode.SET_DATA:
-                stat = server.handle(session_id, "set",
+                stat = self._handle(session_id, "set",
                                      [request.path, request.data, request.version])  # fmt: skip
                 return jute.StatResponse(Stat(*stat))
             case OpCode.GET_CHILDREN:
-                names = server.handle(session_id, "children", [request.path, request.watch])
+                names = self._handle(session_id, "children", [request.path, request.watch])
                 return jute.ChildrenResponse(tuple(names))
             case OpCode.GET_CHILDREN2:
-                names = server.handle(session_id, "children", [request.path, request.watch])
+                names = self._handle(session_id, "children", [request.path, request.watch])
                 return jute.Children2Response(tuple(names), self._stat(request.path))
             case OpCode.GET_ACL:
-                server.ping(session_id)
-                return jute.GetACLResponse(OPEN_ACL, self._stat(request.path))
+                acl, stat = self._handle(session_id, "get_acl", [request.path])
+                entries = tuple(jute.ACL(e.perms, e.scheme, e.id) for e in acl_from_wire(acl))
+                return jute.GetACLResponse(entries, Stat(*stat))
+            case OpCode.SET_ACL:
+                acl = acl_to_wire(_acl_of(request.acl, request.path))
+                stat = self._handle(session_id, "set_acl", [request.path, acl, request.version])
+                return jute.StatResponse(Stat(*stat))
             case OpCode.SYNC:
-                return jute.PathResponse(server.handle(session_id, "sync", [request.path]))
+                return jute.PathResponse(self._handle(session_id, "sync", [request.path]))
             case OpCode.ADD_WATCH:
-                server.handle(session_id, "add_watch", [request.path, request.mode])
+                self._handle(session_id, "add_watch", [request.path, request.mode])
                 return jute.ErrorResult(0)  # ZooKeeper's addWatch reply: one int, 0
             case OpCode.REMOVE_WATCHES:
-                server.handle(session_id, "remove_watches", [request.path, request.type])
+                self._handle(session_id, "remove_watches", [request.path, request.type])
                 return None
             case OpCode.CHECK_WATCHES:
-                server.handle(session_id, "check_watches", [request.path, request.type])
+                self._handle(session_id, "check_watches", [request.path, request.type])
                 return None
             case OpCode.GET_EPHEMERALS:
-                paths = server.handle(session_id, "ephemerals", [request.path])
+                paths = self._handle(session_id, "ephemerals", [request.path])
                 return jute.EphemeralsResponse(tuple(paths))
             case OpCode.GET_ALL_CHILDREN_NUMBER:
-                number = server.handle(session_id, "all_children_number", [request.path])
+                number = self._handle(session_id, "all_children_number", [request.path])
                 return jute.NumberResponse(number)
             case OpCode.CHECK:
-                server.handle(session_id, "check", [request.path, request.version])
+                self._handle(session_id, "check", [request.path, request.version])
                 return None
             case OpCode.MULTI:
                 return self._multi(session_id, request)
             case OpCode.MULTI_READ:
                 return self._multi_read(session_id, request)
         raise UnimplementedError(f"zkstub does not implement {_op_name(op)}")
+
+    def _handle(self, session_id: int, op: str, args: list[Any]) -> Any:
+        return self.server.handle(session_id, op, args, self.identities)
 
     def _stat(self, path: str) -> Stat:
         stat = self.server.tree.exists(path)
@@ -325,24 +340,17 @@ class JuteConnection:
         return stat
 
     @staticmethod
-    def _create_args(request: Any) -> list[Any]:
-        if not request.acl:
-            raise InvalidACLError(f"no ACL given for {request.path}")
-        if tuple(request.acl) != OPEN_ACL:
-            raise UnimplementedError(
-                f"zkstub has no ACLs yet: {request.path} can only be created with "
-                "world:anyone:cdrwa (ZooDefs.Ids.OPEN_ACL_UNSAFE)"
-            )
+    def _create_op(request: Any) -> CreateOp:
         ephemeral, sequence = jute.create_mode(request.flags)
-        return [request.path, request.data, ephemeral, sequence]
+        acl = _acl_of(request.acl, request.path)
+        return CreateOp(request.path, request.data, ephemeral, sequence, acl)
 
     def _multi(self, session_id: int, request: Any) -> Any:
         ops = []
         for op, sub in request.ops:
             match op:
                 case OpCode.CREATE | OpCode.CREATE2:
-                    path, data, ephemeral, sequence = self._create_args(sub)
-                    ops.append(op_to_wire(CreateOp(path, data, ephemeral, sequence)))
+                    ops.append(op_to_wire(self._create_op(sub)))
                 case OpCode.DELETE:
                     ops.append(op_to_wire(DeleteOp(sub.path, sub.version)))
                 case OpCode.SET_DATA:
@@ -351,7 +359,7 @@ class JuteConnection:
                     ops.append(op_to_wire(CheckOp(sub.path, sub.version)))
                 case _:
                     raise UnimplementedError(f"{_op_name(op)} cannot be part of a multi")
-        results = self.server.handle(session_id, "multi", ops)
+        results = self._handle(session_id, "multi", ops)
         return _multi_response([op for op, _ in request.ops], results, self.server.tree.exists)
 
     def _multi_read(self, session_id: int, request: Any) -> Any:
@@ -360,16 +368,28 @@ class JuteConnection:
         for op, sub in request.ops:
             try:
                 if op == OpCode.GET_CHILDREN:
-                    names = self.server.handle(session_id, "children", [sub.path, sub.watch])
+                    names = self._handle(session_id, "children", [sub.path, sub.watch])
                     results.append(jute.ChildrenResponse(tuple(names)))
                 elif op == OpCode.GET_DATA:
-                    data, stat = self.server.handle(session_id, "get", [sub.path, sub.watch])
+                    data, stat = self._handle(session_id, "get", [sub.path, sub.watch])
                     results.append(jute.GetDataResponse(data, Stat(*stat)))
                 else:
                     raise MarshallingError(f"{_op_name(op)} cannot be part of a multiRead")
             except ZkError as error:
                 results.append(jute.ErrorResult(error.code))
         return jute.MultiResponse(tuple(results))
+
+
+def _acl_of(entries: Any, path: str | None) -> tuple[ACL, ...]:
+    """A request's jute ACL entries. An Id without a scheme is InvalidACL, as fixupACL
+    finds it; one without an id too, but for `auth`, whose id fixupACL never reads (kazoo
+    sends its "" as null)."""
+    acl = []
+    for e in entries:
+        if e.scheme is None or (e.id is None and e.scheme != "auth"):
+            raise InvalidACLError(path=path)
+        acl.append(ACL(e.perms, e.scheme, e.id or ""))
+    return tuple(acl)
 
 
 def _multi_response(ops: list[int], results: list[Any], stat_of: Any) -> Any:

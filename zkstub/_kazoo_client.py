@@ -21,9 +21,11 @@ from kazoo.client import KazooClient, TransactionRequest, _prefix_root
 from kazoo.protocol.connection import _CONNECTION_DROP
 from kazoo.protocol.serialization import Connect, Create, SetData
 from kazoo.protocol.states import Callback, KazooState, ZnodeStat
-from kazoo.security import OPEN_ACL_UNSAFE
+from kazoo.security import ACL as KazooACL
+from kazoo.security import Id
 
 import actors
+from zkstub import _acl
 from zkstub._client_api import SessionHook, StateListener, Watcher
 from zkstub._errors import (
     ClosedError,
@@ -51,6 +53,10 @@ from zkstub._types import (
 logger = logging.getLogger("zkstub._kazoo_client")
 
 CONNECT_TIMEOUT = 15.0  # seconds kazoo may take to open the first session
+
+
+def _to_kazoo_acl(acl: Iterable[_acl.ACL]) -> list[KazooACL]:
+    return [KazooACL(int(e.perms), Id(e.scheme, e.id)) for e in acl]
 
 
 def _to_stat(stat: ZnodeStat) -> Stat:
@@ -255,6 +261,7 @@ class KazooZkClient:
         ephemeral: bool = False,
         sequence: bool = False,
         make_parents: bool = False,
+        acl: Iterable[_acl.ACL] = _acl.OPEN_ACL_UNSAFE,
     ) -> str:
         # The Java client validates paths before sending them; kazoo does not (it would,
         # e.g., quietly drop a trailing slash).
@@ -263,10 +270,25 @@ class KazooZkClient:
             self._kazoo.create,
             path,
             data,
+            acl=_to_kazoo_acl(acl),
             ephemeral=ephemeral,
             sequence=sequence,
             makepath=make_parents,
         )
+
+    async def get_acl(self, path: str) -> tuple[tuple[_acl.ACL, ...], Stat]:
+        acls, stat = await self._call(self._kazoo.get_acls, path)
+        entries = tuple(_acl.ACL(a.perms, a.id.scheme, a.id.id) for a in acls)
+        return entries, _to_stat(stat)
+
+    async def set_acl(self, path: str, acl: Iterable[_acl.ACL], version: int = -1) -> Stat:
+        return _to_stat(await self._call(self._kazoo.set_acls, path, _to_kazoo_acl(acl), version))
+
+    async def add_auth(self, scheme: str, credential: bytes | str) -> None:
+        """kazoo's add_auth, which it sends again on every reconnection."""
+        if isinstance(credential, bytes):
+            credential = credential.decode()
+        await self._call(self._kazoo.add_auth, scheme, credential)
 
     async def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes | None, Stat]:
         data, stat = await self._call(self._kazoo.get, path, watch=self._relay(watch))
@@ -315,11 +337,11 @@ class KazooZkClient:
             match op:
                 case CreateOp(data=None):
                     flags = (1 if op.ephemeral else 0) | (2 if op.sequence else 0)
-                    self._add_raw(transaction, Create, op.path, None, OPEN_ACL_UNSAFE, flags)
+                    acl = _to_kazoo_acl(op.acl)
+                    self._add_raw(transaction, Create, op.path, None, acl, flags)
                 case CreateOp():
-                    transaction.create(
-                        op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence
-                    )
+                    transaction.create(op.path, op.data, acl=_to_kazoo_acl(op.acl),
+                                       ephemeral=op.ephemeral, sequence=op.sequence)  # fmt: skip
                 case DeleteOp():
                     transaction.delete(op.path, op.version)
                 case SetDataOp(data=None):

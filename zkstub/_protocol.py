@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from zkstub._acl import OPEN_ACL_UNSAFE, acl_from_wire, acl_to_wire
 from zkstub._errors import BadArgumentsError, ZkError, error_for_code
 from zkstub._paths import validate_path
 from zkstub._types import (
@@ -16,6 +17,7 @@ from zkstub._types import (
     CreateOp,
     DeleteOp,
     EventType,
+    SetACLOp,
     SetDataOp,
     Stat,
     WatchedEvent,
@@ -58,7 +60,11 @@ def event_from_wire(value: Any) -> WatchedEvent:
 def op_to_wire(op: Any) -> list[Any]:
     match op:
         case CreateOp():
-            return ["create", op.path, op.data, op.ephemeral, op.sequence]
+            wire = ["create", op.path, op.data, op.ephemeral, op.sequence]
+            # The ACL only when not the open one: the form older data dirs logged.
+            return wire if op.acl == OPEN_ACL_UNSAFE else [*wire, acl_to_wire(op.acl)]
+        case SetACLOp():
+            return ["set_acl", op.path, acl_to_wire(op.acl), op.version]
         case DeleteOp():
             return ["delete", op.path, op.version]
         case SetDataOp():
@@ -91,13 +97,20 @@ def op_from_wire(value: Any) -> Any:
     try:
         match name:
             case "create":
-                path, data, ephemeral, sequence = args
+                path, data, ephemeral, sequence, *acl = args
+                if len(acl) > 1:
+                    raise ValueError
                 return CreateOp(
                     _expect(path, (str,), "path"),
                     _expect(data, (bytes, type(None)), "data"),
                     _expect(ephemeral, (bool,), "ephemeral"),
                     _expect(sequence, (bool,), "sequence"),
+                    acl_from_wire(acl[0]) if acl else OPEN_ACL_UNSAFE,
                 )
+            case "set_acl":
+                path, acl, version = args
+                return SetACLOp(_expect(path, (str,), "path"), acl_from_wire(acl),
+                                _version(version))  # fmt: skip
             case "delete":
                 path, version = args
                 return DeleteOp(_expect(path, (str,), "path"), _version(version))
@@ -134,13 +147,16 @@ class Connect:
 
 MAX_SESSION_ID = 2**64 - 1
 READS = ("get", "exists", "children")
-WRITES = ("create", "delete", "set", "check")
+WRITES = ("create", "delete", "set", "check", "set_acl")
 # Requests that neither write nor take a watch flag, and their arguments:
 # add_watch [path, AddWatchMode], remove_watches / check_watches [path, WatcherType],
 # ephemerals [prefix] (a plain string prefix, as ZooKeeper's getEphemerals),
-# all_children_number [path], sync [path].
+# all_children_number [path], sync [path], get_acl [path] (-> [acl, stat]).
 SESSION_OPS = ("add_watch", "remove_watches", "check_watches", "ephemerals",
-               "all_children_number", "sync")  # fmt: skip
+               "all_children_number", "sync", "get_acl")  # fmt: skip
+# A connection's `auth` [scheme, credential bytes]: answered None, or AuthFailedError and
+# the connection closed (ZooKeeper's addAuthInfo).
+AUTH = "auth"
 
 
 def connect_from_wire(body: Any) -> Connect:
@@ -196,7 +212,10 @@ def request_from_wire(op: Any, args: Any) -> Any:
     if op in WRITES:
         return op_from_wire([op, *args])
     if op == "multi":
-        return [op_from_wire(o) for o in args]
+        ops = [op_from_wire(o) for o in args]
+        if any(isinstance(o, SetACLOp) for o in ops):  # as ZooKeeper's MultiOperationRecord
+            raise BadArgumentsError("set_acl cannot be part of a multi")
+        return ops
     if op == "multi_get":
         return [validate_path(path) for path in args]
     if op in SESSION_OPS:

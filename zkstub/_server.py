@@ -21,6 +21,7 @@ import transport
 from zkstub import _four_letter_words as fourlw
 from zkstub import _jute as jute
 from zkstub import _protocol as proto
+from zkstub._acl import Identity, acl_to_wire, add_identities, authenticate
 from zkstub._connections import (
     DEFAULT_MAX_CLIENT_CNXNS,
     DEFAULT_MAX_OUTBOUND_BYTES,
@@ -28,7 +29,13 @@ from zkstub._connections import (
     ConnectionGuard,
     GuardedConnection,
 )
-from zkstub._errors import BadArgumentsError, MarshallingError, SessionExpiredError, ZkError
+from zkstub._errors import (
+    AuthFailedError,
+    BadArgumentsError,
+    MarshallingError,
+    SessionExpiredError,
+    ZkError,
+)
 from zkstub._jute_server import JuteConnection, claims_connect
 from zkstub._sessions import Session, SessionTable
 from zkstub._snapshot import CLOSE, MULTI, SESSION, WRITE, replay, restore_snapshot, take_snapshot
@@ -67,6 +74,9 @@ class ZkServer:
     # 4lw.commands.whitelist: the four-letter words this server answers.
     four_letter_words: frozenset[str] = fourlw.DEFAULT_WHITELIST
     config_facts: dict[str, str] = attrs.field(factory=dict)  # what `conf` shows
+    # zookeeper.DigestAuthenticationProvider.superDigest: "super:base64(sha1(...))"; a
+    # digest `auth` with the matching "super:password" passes every ACL.
+    super_digest: str | None = None
     _rpc: transport.RpcServer | None = None
 
     # -- durability -----------------------------------------------------------------------
@@ -212,9 +222,27 @@ class ZkServer:
 
     # -- requests -------------------------------------------------------------------------
 
-    def handle(self, session_id: int, op: str, args: list[Any]) -> Any:
-        """One request of a live session; raises its ZkError (BadArgumentsError for a
-        request that is not well-formed, before anything is applied)."""
+    def authenticate(
+        self, identities: tuple[Identity, ...], scheme: Any, credential: Any
+    ) -> tuple[Identity, ...]:
+        """A connection's `auth` (ZooKeeper's AuthPacket): its identities after it, or
+        AuthFailedError (an unknown scheme: digest accepts any credential), after which
+        the caller closes the connection, as ZooKeeper does."""
+        if not isinstance(scheme, str) or not isinstance(credential, bytes):
+            raise AuthFailedError("auth takes [scheme, credential bytes]")
+        added = authenticate(scheme, credential, self.super_digest)
+        if not added:
+            logger.warning("Authentication failed for scheme: %s", scheme)
+            raise AuthFailedError(f"no authentication provider for scheme {scheme!r}")
+        logger.info("Auth success for scheme %s", scheme)
+        return add_identities(identities, added)
+
+    def handle(
+        self, session_id: int, op: str, args: list[Any], identities: tuple[Identity, ...] = ()
+    ) -> Any:
+        """One request of a live session, from a connection authenticated as `identities`
+        (`zkstub._acl`); raises its ZkError (BadArgumentsError for a request that is not
+        well-formed, before anything is applied)."""
         if session_id not in self.sessions.sessions:
             raise SessionExpiredError(f"session 0x{session_id:x} has expired")
         if isinstance(args, list):
@@ -228,40 +256,44 @@ class ZkServer:
         self.sessions.touch(session_id, trio.current_time())
         tree = self.tree
         watcher = session_id if op in proto.READS and args[1] else None
+        # Logged with a write when not empty: replaying it checks the same ACLs.
+        logged = [[scheme, name] for scheme, name in identities] if identities else []
         match op:
             case "get":
-                data, stat = tree.get(parsed, watcher)
+                data, stat = tree.get(parsed, watcher, identities)
                 return [data, proto.stat_to_wire(stat)]
             case "exists":
                 return proto.stat_to_wire(tree.exists(parsed, watcher))
             case "children":
-                return self._children(parsed, watcher)
+                return self._children(parsed, watcher, identities)
             case "multi":
                 now_ms = tree.clock()
-                self._journal(MULTI, session_id, now_ms, args)
-                results, deliveries = tree.multi(session_id, parsed, now_ms)
+                self._journal(MULTI, session_id, now_ms, args, *([logged] if logged else []))
+                results, deliveries = tree.multi(session_id, parsed, now_ms, identities)
                 self._dispatch(deliveries)
                 return [proto.multi_result_to_wire(r) for r in results]
             case "multi_get":
-                return [self._read_for_multi(path) for path in parsed]
+                return [self._read_for_multi(path, identities) for path in parsed]
             case _ if op in proto.SESSION_OPS:
-                return self._session_op(session_id, op, parsed)
+                return self._session_op(session_id, op, parsed, identities)
         now_ms = tree.clock()
-        self._journal(WRITE, session_id, now_ms, [op, *args])
-        result, deliveries = tree.apply(session_id, parsed, now_ms)
+        self._journal(WRITE, session_id, now_ms, [op, *args], *([logged] if logged else []))
+        result, deliveries = tree.apply(session_id, parsed, now_ms, identities)
         self._dispatch(deliveries)
-        return proto.stat_to_wire(result) if op == "set" else result
+        return proto.stat_to_wire(result) if op in ("set", "set_acl") else result
 
-    def _read_for_multi(self, path: str) -> list[Any]:
+    def _read_for_multi(self, path: str, identities: tuple[Identity, ...]) -> list[Any]:
         """One getData of a multiRead (ZooKeeper 3.6's): its data and stat, or its error,
         the other reads going on all the same. No watch: a multiRead's ops take none."""
         try:
-            data, stat = self.tree.get(path, None)
+            data, stat = self.tree.get(path, None, identities)
         except ZkError as error:
             return proto.multi_result_to_wire(error)
         return proto.multi_result_to_wire([data, proto.stat_to_wire(stat)])
 
-    def _session_op(self, session_id: int, op: str, parsed: Any) -> Any:
+    def _session_op(
+        self, session_id: int, op: str, parsed: Any, identities: tuple[Identity, ...]
+    ) -> Any:
         """The requests that read or change only the session's own view (watches,
         ephemerals) or nothing: no zxid, nothing journaled (ZooKeeper does not log watches
         either)."""
@@ -283,16 +315,21 @@ class ZkServer:
                     )
                 return paths
             case "all_children_number":
-                return tree.all_children_number(parsed)
+                return tree.all_children_number(parsed, identities)
             case "sync":
                 return tree.sync(parsed)
+            case "get_acl":
+                acl, stat = tree.get_acl(parsed, identities)
+                return [acl_to_wire(acl), proto.stat_to_wire(stat)]
         return None
 
-    def _children(self, path: str, watcher: int | None) -> list[str]:
+    def _children(
+        self, path: str, watcher: int | None, identities: tuple[Identity, ...] = ()
+    ) -> list[str]:
         """ZooKeeper's server sends a reply of any size, and its client, refusing one
         larger than jute.maxbuffer, drops the connection and retries for ever. Here the
         read fails instead (MarshallingError) and names the node; nothing is registered."""
-        names = self.tree.get_children(path, None)
+        names = self.tree.get_children(path, None, identities)
         size = proto.children_size(names)
         if size > self.jute_maxbuffer:
             raise MarshallingError(
@@ -301,10 +338,12 @@ class ZkServer:
             )
         return names if watcher is None else self.tree.get_children(path, watcher)
 
-    async def request(self, session_id: int, op: str, args: list[Any]) -> Any:
+    async def request(
+        self, session_id: int, op: str, args: list[Any], identities: tuple[Identity, ...] = ()
+    ) -> Any:
         """`handle`, answered once its transaction is durable."""
         try:
-            return self.handle(session_id, op, args)
+            return self.handle(session_id, op, args, identities)
         finally:
             await self.sync()
 
@@ -347,6 +386,8 @@ class ZkServer:
         if isinstance(guarded, GuardedConnection):
             guarded.server_connection = connection
             connection.context["abort"] = guarded.abort
+        # ZooKeeper gives every connection its client's address as an identity.
+        connection.context["identities"] = (("ip", str(connection.peer_address[0])),)
 
     @staticmethod
     def _has_session(guarded: GuardedConnection) -> bool:
@@ -480,13 +521,29 @@ class ZkServer:
         body = request.body
         if not (isinstance(body, list) and len(body) == 2):
             raise transport.RpcError(BadArgumentsError.code, "a request is [op, args]")
+        identities: Any = request.connection.context.get("identities", ())
+        if body[0] == proto.AUTH:
+            return await self._rpc_auth(request, identities, body[1])
         try:
             # The zxid the reply reflects, which a reconnecting client hands back
             # with its watches (ZooKeeper's ReplyHeader.zxid).
-            result = await self.request(session_id, body[0], body[1])
+            result = await self.request(session_id, body[0], body[1], identities)
             return [self.tree.zxid, result]
         except ZkError as error:
             raise transport.RpcError(error.code, str(error)) from None
+
+    async def _rpc_auth(self, request: transport.Request, identities: Any, args: Any) -> Any:
+        """`auth` [scheme, credential]: the connection's identities grow, or it is answered
+        AuthFailed and closed (ZooKeeper's client then reports AUTH_FAILED)."""
+        credential = args if isinstance(args, list) and len(args) == 2 else [None, None]
+        try:
+            added = self.authenticate(identities, *credential)
+        except AuthFailedError as error:
+            request.connection.close_after_answer()
+            raise transport.RpcError(error.code, str(error)) from None
+        request.connection.context["identities"] = added
+        await trio.lowlevel.checkpoint()
+        return [self.tree.zxid, None]
 
     async def _rpc_ping(self, request: transport.Request) -> Any:
         try:
@@ -537,6 +594,7 @@ async def open_server(
     snap_retain_count: int = 3,
     truncate_corrupt_log: bool = False,
     four_letter_words: str | Iterable[str] | None = None,
+    super_digest: str | None = None,
 ) -> AsyncIterator[ZkServer]:
     """A zkstub server. With `network`, it listens on `address` (default 127.0.0.1, a free
     port); without, it serves only `connect_local` clients. Negotiated session timeouts are
@@ -557,7 +615,10 @@ async def open_server(
     The port speaks zkstub's msgpack RPC and ZooKeeper's own protocol (jute), told apart by
     a connection's first frame, and answers ZooKeeper's four-letter words listed in
     `four_letter_words` (ZooKeeper's 4lw.commands.whitelist: comma-separated, `*` for all;
-    default `srvr`)."""
+    default `srvr`). `super_digest` is ZooKeeper's
+    zookeeper.DigestAuthenticationProvider.superDigest ("super:" and the base64 SHA-1 of
+    "super:password", `zkstub.digest`): a connection authenticated with that digest passes
+    every ACL check."""
     whitelist = fourlw.parse_whitelist(four_letter_words)
     tree = DataTree(clock=lambda: int(clock() * 1000))
     sessions = SessionTable(
@@ -566,7 +627,7 @@ async def open_server(
     )  # fmt: skip
     server = ZkServer(
         tree, sessions, tick_time, snapshot_every=snapshot_every, jute_maxbuffer=jute_maxbuffer,
-        four_letter_words=whitelist,
+        four_letter_words=whitelist, super_digest=super_digest,
         config_facts={
             "dataDir": str(data_dir), "tickTime": str(round(tick_time * 1000)),
             "minSessionTimeout": str(round(sessions.min_timeout * 1000)),

@@ -9,16 +9,19 @@ import logging
 from typing import Any
 
 from zkstub import _protocol as proto
+from zkstub._acl import OPEN_ACL_UNSAFE, acl_from_wire, acl_to_wire
 from zkstub._errors import DataInconsistencyError, ZkError
 from zkstub._paths import name_of, parent_of
-from zkstub._tree import DataTree, Node
+from zkstub._tree import BUILT_IN_ACLS, DataTree, Node
 
 logger = logging.getLogger("zkstub.snapshot")
 
-# Log records: [kind, zxid, session_id, ...]
+# Log records: [kind, zxid, session_id, ...]. A write or multi from a connection with
+# identities (`zkstub._acl`) ends with them, [[scheme, id], ...], which the ACL checks of its
+# replay need; records without them (all those of data dirs from before ACLs) had none.
 SESSION = "session"  # [SESSION, zxid, session_id, timeout, password]
-WRITE = "write"  # [WRITE, zxid, session_id, now_ms, wire_op]
-MULTI = "multi"  # [MULTI, zxid, session_id, now_ms, [wire_op, ...]]
+WRITE = "write"  # [WRITE, zxid, session_id, now_ms, wire_op(, identities)]
+MULTI = "multi"  # [MULTI, zxid, session_id, now_ms, [wire_op, ...](, identities)]
 CLOSE = "close"  # [CLOSE, zxid, session_id, now_ms]
 
 _NODE_FIELDS = ("data", "czxid", "mzxid", "pzxid", "ctime", "mtime", "version", "cversion",
@@ -26,11 +29,13 @@ _NODE_FIELDS = ("data", "czxid", "mzxid", "pzxid", "ctime", "mtime", "version", 
 
 
 def take_snapshot(tree: DataTree, sessions: dict[int, tuple[float, bytes]]) -> dict[str, Any]:
-    """`sessions`: session id -> (timeout, password) of the live sessions."""
+    """`sessions`: session id -> (timeout, password) of the live sessions. A node's row
+    is its path and `_NODE_FIELDS`, then its ACL when it is not the open one."""
     nodes = [
-        [path, *(getattr(node, field) for field in _NODE_FIELDS)]
+        [path, *(getattr(node, field) for field in _NODE_FIELDS),
+         *([acl_to_wire(node.acl)] if node.acl != OPEN_ACL_UNSAFE else [])]
         for path, node in sorted(tree.nodes.items())
-    ]
+    ]  # fmt: skip
     live = [[sid, timeout, password] for sid, (timeout, password) in sorted(sessions.items())]
     return {"zxid": tree.zxid, "nodes": nodes, "sessions": live}
 
@@ -50,8 +55,13 @@ def restore_snapshot(snapshot: dict[str, Any], tree: DataTree) -> dict[int, tupl
     """Loads the snapshot into an empty tree; returns its live sessions."""
     tree.nodes.clear()
     tree.ephemerals.clear()
+    width = len(_NODE_FIELDS)
     for path, *values in snapshot["nodes"]:
-        node = Node(**dict(zip(_NODE_FIELDS, values, strict=True)))
+        fields, acl = values[:width], values[width:]
+        node = Node(**dict(zip(_NODE_FIELDS, fields, strict=True)))
+        # Snapshots from before ACLs hold none: their nodes were all open but the
+        # built-in ones.
+        node.acl = acl_from_wire(acl[0]) if acl else BUILT_IN_ACLS.get(path, OPEN_ACL_UNSAFE)
         tree.nodes[path] = node
         if node.ephemeral_owner:
             tree.ephemerals.setdefault(node.ephemeral_owner, set()).add(path)
@@ -74,11 +84,12 @@ def replay(record: list[Any], tree: DataTree, sessions: dict[int, tuple[float, b
                 timeout, password = rest
                 sessions[session_id] = (timeout, password)
             case "write":
-                now_ms, wire = rest
-                tree.apply(session_id, proto.op_from_wire(wire), now_ms)
+                now_ms, wire, *identities = rest
+                tree.apply(session_id, proto.op_from_wire(wire), now_ms, _identities(identities))
             case "multi":
-                now_ms, wires = rest
-                tree.multi(session_id, [proto.op_from_wire(w) for w in wires], now_ms)
+                now_ms, wires, *identities = rest
+                ops = [proto.op_from_wire(w) for w in wires]
+                tree.multi(session_id, ops, now_ms, _identities(identities))
             case "close":
                 (now_ms,) = rest
                 tree.close_session(session_id, now_ms)
@@ -89,3 +100,10 @@ def replay(record: list[Any], tree: DataTree, sessions: dict[int, tuple[float, b
         if isinstance(error, DataInconsistencyError):
             raise
         logger.debug("replayed a failed request (zxid 0x%x): %s", zxid, error)
+
+
+def _identities(logged: list[Any]) -> tuple[tuple[str, str], ...]:
+    """The identities a record ends with (none in records from before ACLs)."""
+    if not logged:
+        return ()
+    return tuple((scheme, name) for scheme, name in logged[0])

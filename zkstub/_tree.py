@@ -27,6 +27,17 @@ from typing import Any
 
 import attrs
 
+from zkstub._acl import (
+    ACL,
+    OPEN_ACL_UNSAFE,
+    READ_ACL_UNSAFE,
+    Identity,
+    Perms,
+    allowed,
+    check_acl,
+    fixup_acl,
+    redacted,
+)
 from zkstub._errors import (
     BadArgumentsError,
     BadVersionError,
@@ -46,6 +57,7 @@ from zkstub._types import (
     CreateOp,
     DeleteOp,
     EventType,
+    SetACLOp,
     SetDataOp,
     Stat,
     WatchedEvent,
@@ -55,6 +67,8 @@ from zkstub._types import (
 # ZooKeeper refuses to delete these (DataTree.isSpecialPath); creating under /zookeeper
 # is allowed.
 SPECIAL_PATHS = frozenset(["/", RESERVED, RESERVED + "/quota", RESERVED + "/config"])
+# Built-in nodes whose ACL is not the open one (DataTree.addConfigNode: READ_ACL_UNSAFE).
+BUILT_IN_ACLS = {RESERVED + "/config": READ_ACL_UNSAFE}
 MAX_DATA_BYTES = 1024 * 1024  # ZooKeeper's jute.maxbuffer (1 MiB) bounds a znode's data
 
 Delivery = tuple[int, WatchedEvent]
@@ -106,6 +120,7 @@ class Node:
     aversion: int = 0
     ephemeral_owner: int = 0
     children: set[str] = attrs.field(factory=set)
+    acl: tuple[ACL, ...] = OPEN_ACL_UNSAFE
 
     def stat(self) -> Stat:
         return Stat(
@@ -156,35 +171,47 @@ class DataTree:
             self.nodes["/"] = Node(b"", 0, 0, 0, 0, 0, children={"zookeeper"})
             self.nodes[RESERVED] = Node(b"", 0, 0, 0, 0, 0, children={"quota", "config"})
             self.nodes[RESERVED + "/quota"] = Node(b"", 0, 0, 0, 0, 0)
-            self.nodes[RESERVED + "/config"] = Node(b"", 0, 0, 0, 0, 0, aversion=-1)
+            config = RESERVED + "/config"
+            self.nodes[config] = Node(b"", 0, 0, 0, 0, 0, aversion=-1, acl=BUILT_IN_ACLS[config])
 
     def next_zxid(self) -> int:
         self.zxid += 1
         return self.zxid
 
     # -- reads ----------------------------------------------------------------------------
+    # `identities`: the asking connection's (`zkstub._acl`), checked against the node's
+    # ACL; None for the server's own look (a reply's stat), which nothing stops.
 
-    def _node(self, path: str) -> Node:
+    def _node(self, path: str, identities: Sequence[Identity] | None = None) -> Node:
+        """The node; NoAuthError if `identities` (a connection's) may not read it."""
         node = self.nodes.get(validate_path(path))
         if node is None:
             raise NoNodeError(path=path)
+        if identities is not None:
+            check_acl(node.acl, Perms.READ, identities, path)
         return node
 
-    def get(self, path: str, watcher: int | None = None) -> tuple[bytes | None, Stat]:
-        node = self._node(path)
+    def get(
+        self, path: str, watcher: int | None = None, identities: Sequence[Identity] | None = None
+    ) -> tuple[bytes | None, Stat]:
+        node = self._node(path, identities)
         if watcher is not None:
             self._watch(self.data_watches, path, watcher)
         return node.data, node.stat()
 
     def exists(self, path: str, watcher: int | None = None) -> Stat | None:
+        """Needs no permission, as in ZooKeeper 3.8.0, the reference (3.8.4 and 3.9.2 check
+        READ on a node that exists, ZOOKEEPER-2590)."""
         validate_path(path)
         if watcher is not None:
             self._watch(self.data_watches, path, watcher)
         node = self.nodes.get(path)
         return None if node is None else node.stat()
 
-    def get_children(self, path: str, watcher: int | None = None) -> list[str]:
-        node = self._node(path)
+    def get_children(
+        self, path: str, watcher: int | None = None, identities: Sequence[Identity] | None = None
+    ) -> list[str]:
+        node = self._node(path, identities)
         if watcher is not None:
             self._watch(self.child_watches, path, watcher)
         return sorted(node.children)
@@ -198,11 +225,12 @@ class DataTree:
             return sorted(paths)
         return sorted(p for p in paths if p.startswith(prefix_path))
 
-    def all_children_number(self, path: str) -> int:
+    def all_children_number(self, path: str, identities: Sequence[Identity] | None = None) -> int:
         """How many nodes lie under `path`, at any depth (ZooKeeper's
-        getAllChildrenNumber). Under "/" the built-in /zookeeper, /zookeeper/quota and
-        /zookeeper/config count, as there (DataTree: nodes.size() - 2, the root's two keys)."""
-        node = self._node(path)
+        getAllChildrenNumber; READ on the node). Under "/" the built-in /zookeeper,
+        /zookeeper/quota and /zookeeper/config count, as there (DataTree: nodes.size() - 2,
+        the root's two keys)."""
+        node = self._node(path, identities)
         if path == "/":
             return len(self.nodes) - 1
         count, below = 0, [(path, node)]
@@ -213,6 +241,17 @@ class DataTree:
                 count += 1
                 below.append((child_path, self.nodes[child_path]))
         return count
+
+    def get_acl(
+        self, path: str, identities: Sequence[Identity] = ()
+    ) -> tuple[tuple[ACL, ...], Stat]:
+        """ZooKeeper's getACL: READ or ADMIN on the node; without ADMIN, digest ids come
+        back without their hash (FinalRequestProcessor)."""
+        node = self._node(path)
+        check_acl(node.acl, Perms.READ | Perms.ADMIN, identities, path)
+        if allowed(node.acl, Perms.ADMIN, identities):
+            return node.acl, node.stat()
+        return redacted(node.acl), node.stat()
 
     def sync(self, path: str) -> str:
         """ZooKeeper's sync on one server: nothing to wait for; answered with the path."""
@@ -345,22 +384,33 @@ class DataTree:
     # -- writes ---------------------------------------------------------------------------
 
     def apply(
-        self, session_id: int, op: Any, now_ms: int | None = None
+        self,
+        session_id: int,
+        op: Any,
+        now_ms: int | None = None,
+        identities: Sequence[Identity] = (),
     ) -> tuple[Any, list[Delivery]]:
         """One write request: a zxid, the op applied or its ZkError raised (the zxid stays
-        consumed either way), and the watch deliveries."""
+        consumed either way), and the watch deliveries. `identities`: the requesting
+        connection's (`zkstub._acl`), which the nodes' ACLs are checked against."""
         zxid = self.next_zxid()
-        plan = _Plan(self, session_id, zxid, self.clock() if now_ms is None else now_ms)
+        now = self.clock() if now_ms is None else now_ms
+        plan = _Plan(self, session_id, zxid, now, tuple(identities))
         result = plan.prepare(op)
         return result, plan.commit()
 
     def multi(
-        self, session_id: int, ops: Sequence[Any], now_ms: int | None = None
+        self,
+        session_id: int,
+        ops: Sequence[Any],
+        now_ms: int | None = None,
+        identities: Sequence[Identity] = (),
     ) -> tuple[list[Any], list[Delivery]]:
         """All ops in one zxid, or none: a failed transaction returns RolledBackError for the
         ops before the failing one, its error, and RuntimeInconsistencyError after it."""
         zxid = self.next_zxid()
-        plan = _Plan(self, session_id, zxid, self.clock() if now_ms is None else now_ms)
+        now = self.clock() if now_ms is None else now_ms
+        plan = _Plan(self, session_id, zxid, now, tuple(identities))
         results: list[Any] = []
         for index, op in enumerate(ops):
             try:
@@ -378,7 +428,10 @@ class DataTree:
     def close_session(self, session_id: int, now_ms: int | None = None) -> list[Delivery]:
         """Deletes the session's ephemerals in one transaction and forgets its watches."""
         zxid = self.next_zxid()
-        plan = _Plan(self, session_id, zxid, self.clock() if now_ms is None else now_ms)
+        # Closing a session is the server's doing: no ACL stops it (ZooKeeper's
+        # closeSession deletes the ephemerals whatever their parents' ACLs).
+        plan = _Plan(self, session_id, zxid, self.clock() if now_ms is None else now_ms,
+                     skip_acl=True)  # fmt: skip
         for path in sorted(self.ephemerals.get(session_id, ()), reverse=True):
             plan.prepare(DeleteOp(path))
         deliveries = plan.commit()
@@ -435,6 +488,8 @@ class _Plan:
     session_id: int
     zxid: int
     now: int  # the transaction's time (ZooKeeper's TxnHeader.time), ms
+    identities: tuple[Identity, ...] = ()  # the requesting connection's
+    skip_acl: bool = False
     created: dict[str, Node] = attrs.field(factory=dict)
     deleted: set[str] = attrs.field(factory=set)
     changes: list[tuple[str, Any]] = attrs.field(factory=list)
@@ -445,6 +500,11 @@ class _Plan:
         if path in self.pending:
             return self.pending[path]
         return self.tree.nodes.get(path)
+
+    def _check(self, node: Node, perm: int, path: str) -> None:
+        # The open ACL (one shared value: see fixup_acl) allows everything: skipped fast.
+        if node.acl is not OPEN_ACL_UNSAFE and not self.skip_acl:
+            check_acl(node.acl, perm, self.identities, path)
 
     def _pending_copy(self, path: str) -> Node:
         node = self._view(path)
@@ -461,11 +521,14 @@ class _Plan:
                 return self._delete(op)
             case SetDataOp():
                 return self._set(op)
+            case SetACLOp():
+                return self._set_acl(op)
             case CheckOp():
                 validate_path(op.path)
                 node = self._view(op.path)
                 if node is None:
                     raise NoNodeError(path=op.path)
+                self._check(node, Perms.READ, op.path)
                 if op.version != -1 and op.version != node.version:
                     raise BadVersionError(path=op.path)
                 return True
@@ -478,8 +541,12 @@ class _Plan:
         parent = self._view(parent_path)
         if op.path == "/" and not op.sequence:
             raise NodeExistsError(path=op.path)
+        # As PrepRequestProcessor: the ACL is fixed up (InvalidACL) before the parent is
+        # looked up (NoNode), and CREATE on the parent checked before NodeExists.
+        acl = fixup_acl(op.path, self.identities, op.acl)
         if parent is None:
             raise NoNodeError(path=op.path)
+        self._check(parent, Perms.CREATE, op.path)
         path = f"{op.path}{parent.cversion:010d}" if op.sequence else op.path
         if self._view(path) is not None:
             raise NodeExistsError(path=path)
@@ -492,7 +559,7 @@ class _Plan:
         parent.pzxid = self.zxid
         owner = self.session_id if op.ephemeral else 0
         self.pending[path] = Node(data, self.zxid, self.zxid, self.zxid, now, now,
-                                  ephemeral_owner=owner)  # fmt: skip
+                                  ephemeral_owner=owner, acl=acl)  # fmt: skip
         self.changes.append(("create", path))
         return path
 
@@ -500,6 +567,11 @@ class _Plan:
         validate_path(op.path)
         if op.path in SPECIAL_PATHS:
             raise BadArgumentsError(f"cannot delete {op.path}: reserved", path=op.path)
+        parent_path = parent_of(op.path)
+        parent = self._view(parent_path)
+        if parent is None:
+            raise NoNodeError(path=op.path)
+        self._check(parent, Perms.DELETE, op.path)  # before the node's NoNode, as there
         node = self._view(op.path)
         if node is None:
             raise NoNodeError(path=op.path)
@@ -507,7 +579,6 @@ class _Plan:
             raise BadVersionError(path=op.path)
         if node.children:
             raise NotEmptyError(path=op.path)
-        parent_path = parent_of(op.path)
         parent = self._pending_copy(parent_path)
         parent.children.discard(name_of(op.path))
         # The stored cversion counts creates only; the reported one moves (see Node).
@@ -522,6 +593,7 @@ class _Plan:
         node = self._view(op.path)
         if node is None:
             raise NoNodeError(path=op.path)
+        self._check(node, Perms.WRITE, op.path)
         if op.version != -1 and op.version != node.version:
             raise BadVersionError(path=op.path)
         node = self._pending_copy(op.path)
@@ -530,6 +602,22 @@ class _Plan:
         node.mzxid = self.zxid
         node.mtime = self.now
         self.changes.append(("set", op.path))
+        return node.stat()
+
+    def _set_acl(self, op: SetACLOp) -> Stat:
+        """ZooKeeper's setACL: the ACL fixed up, ADMIN on the node, `version` against the
+        node's aversion. No watch fires (ZooKeeper has no ACL event)."""
+        validate_path(op.path)
+        acl = fixup_acl(op.path, self.identities, op.acl)
+        node = self._view(op.path)
+        if node is None:
+            raise NoNodeError(path=op.path)
+        self._check(node, Perms.ADMIN, op.path)
+        if op.version != -1 and op.version != node.aversion:
+            raise BadVersionError(path=op.path)
+        node = self._pending_copy(op.path)
+        node.acl = acl
+        node.aversion += 1
         return node.stat()
 
     def commit(self) -> list[Delivery]:

@@ -6,6 +6,8 @@ import enum
 
 import attrs
 
+from zkstub._acl import ACL, OPEN_ACL_UNSAFE
+
 
 @attrs.frozen
 class Stat:
@@ -78,6 +80,7 @@ class CreateOp:
     data: bytes | None = b""
     ephemeral: bool = False
     sequence: bool = False
+    acl: tuple[ACL, ...] = attrs.field(default=OPEN_ACL_UNSAFE, converter=tuple)
 
 
 @attrs.frozen
@@ -99,6 +102,15 @@ class CheckOp:
     version: int
 
 
+@attrs.frozen
+class SetACLOp:
+    """ZooKeeper's setACL; `version` is matched against the node's aversion (-1: any)."""
+
+    path: str
+    acl: tuple[ACL, ...] = attrs.field(converter=tuple)
+    version: int = -1
+
+
 MultiOp = CreateOp | DeleteOp | SetDataOp | CheckOp
 
 
@@ -107,9 +119,14 @@ class Op:
 
     @staticmethod
     def create(
-        path: str, data: bytes | None = b"", *, ephemeral: bool = False, sequence: bool = False
+        path: str,
+        data: bytes | None = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        acl: tuple[ACL, ...] = OPEN_ACL_UNSAFE,
     ) -> CreateOp:
-        return CreateOp(path, data, ephemeral, sequence)
+        return CreateOp(path, data, ephemeral, sequence, acl)
 
     @staticmethod
     def delete(path: str, version: int = -1) -> DeleteOp:

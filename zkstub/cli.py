@@ -5,7 +5,8 @@ zookeeper-shell` runs (Kafka's zookeeper-shell.sh).
     python -m zkstub serve --port 2181 [--host 127.0.0.1] [--data-dir D] [--tick-time 2.0]
         [--min-session-timeout S] [--max-session-timeout S] [--max-client-cnxns 60]
         [--sessionless-timeout 10] [--jute-maxbuffer 1048575] [--max-outbound-bytes 16777216]
-        [--4lw-commands-whitelist srvr,ruok] [--truncate-corrupt-log] [--http HOST:PORT]
+        [--4lw-commands-whitelist srvr,ruok] [--super-digest super:BASE64SHA1]
+        [--truncate-corrupt-log] [--http HOST:PORT]
         [--log-level [LOGGER=]LEVEL]... [--log-config FILE] [--log-format text|json]
     python -m zkstub shell HOST:PORT[/chroot] ls|get|stat|create|set|delete PATH [DATA]
 
@@ -30,8 +31,8 @@ import attrs
 import trio
 
 import transport
-from zkstub import _jute as jute
 from zkstub import _paths, log_config
+from zkstub._acl import ACL, OPEN_ACL_UNSAFE, perms_from_letters
 from zkstub._client import RpcLink, ZkClientImpl, connect, open_client
 from zkstub._errors import (
     BadArgumentsError,
@@ -43,7 +44,6 @@ from zkstub._errors import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
-    UnimplementedError,
     ZkError,
 )
 from zkstub._jute_link import JuteLink
@@ -226,9 +226,6 @@ def format_acl(scheme: str | None, identity: str | None, perms: int) -> str:
     return f"{_jute_string(scheme)},{_jute_string(identity)}\n: {letters}"
 
 
-OPEN_ACL = (("world", "anyone", 31),)  # ZooDefs.Ids.OPEN_ACL_UNSAFE: zkstub's only ACL
-
-
 class CliError(Exception):
     """A command that failed: zkCli prints the message on standard error and the shell's
     exit status becomes `exit_code` (1, or 127 for a command that does not exist)."""
@@ -301,6 +298,7 @@ ADD_WATCH_MODES = ("PERSISTENT", "PERSISTENT_RECURSIVE")
 
 # Each command's usage as zkCli lists it (`help`, and a command given wrong arguments).
 USAGES = {
+    "addauth": "scheme auth",
     "addWatch": "[-m mode] path # optional mode is one of [PERSISTENT, PERSISTENT_RECURSIVE]"
     " - default is PERSISTENT_RECURSIVE",
     "close": "",
@@ -319,6 +317,7 @@ USAGES = {
     "redo": "cmdno",
     "removewatches": "path [-c|-d|-a] [-l]",
     "set": "[-s] [-v version] path data",
+    "setAcl": "[-s] [-v version] [-R] path acl",
     "stat": "[-w] path",
     "sync": "path",
 }
@@ -465,21 +464,9 @@ Acl = tuple[tuple[str | None, str | None, int], ...]  # (scheme, id, perms) per 
 
 
 async def read_acl(zk: Any, path: str) -> tuple[Acl, Stat]:
-    """The node's ACL and Stat. Over ZooKeeper's protocol the server is asked (a real
-    ZooKeeper's nodes may carry any ACL); zkstub has no ACLs yet, so over its own protocol
-    every node's is world:anyone:cdrwa. The kazoo adapter has no getACL."""
-    link = getattr(zk, "link", None)
-    if isinstance(link, JuteLink):
-        full = _paths.join_chroot(zk.chroot, path)
-        response = await link._checked(jute.OpCode.GET_ACL, jute.PathRequest(full), path)
-        acl = tuple((entry.scheme, entry.id, entry.perms) for entry in response.acl)
-        return acl, response.stat
-    if not isinstance(zk, ZkClientImpl):
-        raise UnimplementedError("getACL", path=path)
-    stat = await zk.exists(path)
-    if stat is None:
-        raise NoNodeError(path=path)
-    return OPEN_ACL, stat
+    """The node's ACL and Stat, as the server answers getACL."""
+    acl, stat = await zk.get_acl(path)
+    return tuple((entry.scheme, entry.id, entry.perms) for entry in acl), stat
 
 
 # -- the shell ------------------------------------------------------------------------------
@@ -781,11 +768,10 @@ class ZkCli:
             raise CliError(f"Container nodes are not supported by this shell: {arguments[1]}")
         path = self._checked_path(arguments[1], sequential=sequence)
         data = arguments[2].encode() if len(arguments) > 2 else None
-        if len(arguments) > 3 and arguments[3] != "world:anyone:cdrwa":
-            raise CliError(f"ACLs other than world:anyone:cdrwa are not supported by this "
-                           f"shell: {arguments[3]}")  # fmt: skip
         with self._on(path):
-            created = await self.client.create(path, data, ephemeral=ephemeral, sequence=sequence)
+            acl = self._parse_acl(arguments[3]) if len(arguments) > 3 else OPEN_ACL_UNSAFE
+            created = await self.client.create(path, data, ephemeral=ephemeral, sequence=sequence,
+                                               acl=acl)  # fmt: skip
         self._print(f"Created {created}", error=True)
 
     async def _cmd_set(self, words: list[str]) -> None:
@@ -848,6 +834,57 @@ class ZkCli:
             self._print(format_acl(scheme, identity, perms))
         if options.get("s"):
             self._print(format_stat(stat))
+
+    def _parse_acl(self, text: str) -> tuple[ACL, ...]:
+        """zkCli's AclParser: comma-separated scheme:id:perms; an entry of another form, or
+        a letter that is no permission, is reported and skipped."""
+        entries = []
+        for part in text.split(","):
+            first, last = part.find(":"), part.rfind(":")
+            if first == -1 or first == last:
+                self.err.write(f"{part} does not have the form scheme:id:perm\n")
+                continue
+            perms = 0
+            for letter in part[last + 1 :]:
+                try:
+                    perms |= perms_from_letters(letter)
+                except ZkError:
+                    self.err.write(f"Unknown perm type: {letter}\n")
+            entries.append(ACL(perms, part[:first], part[first + 1 : last]))
+        return tuple(entries)
+
+    async def _cmd_addauth(self, words: list[str]) -> None:
+        _, arguments = parse_options(words)
+        if len(arguments) < 2:
+            raise self._usage_error("addauth")
+        credential = arguments[2].encode() if len(arguments) > 2 else b""
+        await self.client.add_auth(arguments[1], credential)
+
+    async def _cmd_setAcl(self, words: list[str]) -> None:
+        options, arguments = parse_options(words, "sR", "v")
+        if len(arguments) < 3:
+            raise self._usage_error("setAcl")
+        path = self._checked_path(arguments[1])
+        acl = self._parse_acl(arguments[2])
+        version = _int_option(options, "v", -1)
+        if not options.get("R"):
+            with self._on(path):
+                stat = await self.client.set_acl(path, acl, version)
+            if options.get("s"):
+                self._print(format_stat(stat))
+            return
+        # ZKUtil.visitSubTreeDFS: each node, then its children; a failure is printed
+        # (its message, no newline) and the walk goes on.
+        pending = [path]
+        while pending:
+            node = pending.pop()
+            with self._on(node):
+                children = await self.client.get_children(node)
+            pending += [f"{node.rstrip('/')}/{child}" for child in sorted(children, reverse=True)]
+            try:
+                await self.client.set_acl(node, acl, version)
+            except ZkError as error:
+                self.out.write(format_error(error, node))
 
     async def _cmd_getEphemerals(self, words: list[str]) -> None:
         _, arguments = parse_options(words)
@@ -987,7 +1024,8 @@ async def serve(
     **limits: float | None,
 ) -> None:  # fmt: skip
     """`limits`: open_server's min/max_session_timeout, max_client_cnxns,
-    sessionless_timeout, max_outbound_bytes, jute_maxbuffer and four_letter_words. `http`:
+    sessionless_timeout, max_outbound_bytes, jute_maxbuffer, four_letter_words and
+    super_digest. `http`:
     where to serve `/metrics` (ZooKeeper's Prometheus names), None for nowhere."""
     async with open_server(
         network=transport.TcpNetwork(), address=(host, port), data_dir=data_dir,
@@ -1046,6 +1084,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "client port, comma-separated, * for all (default srvr)",
     )  # fmt: skip
     serve_parser.add_argument(
+        "--super-digest", default=None, metavar="super:BASE64SHA1",
+        help="ZooKeeper's zookeeper.DigestAuthenticationProvider.superDigest: a client "
+        "that adds digest auth super:PASSWORD whose digest this is passes every ACL "
+        "(python -c \"import zkstub; print(zkstub.digest('super:PASSWORD'))\")",
+    )  # fmt: skip
+    serve_parser.add_argument(
         "--truncate-corrupt-log", action="store_true",
         help="start even if a transaction log is corrupt, dropping it from the damage on "
         "(acknowledged writes after the damage are lost)",
@@ -1083,7 +1127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for name in (
                     "min_session_timeout", "max_session_timeout", "max_client_cnxns",
                     "sessionless_timeout", "max_outbound_bytes", "jute_maxbuffer",
-                    "four_letter_words",
+                    "four_letter_words", "super_digest",
                 )
             }  # fmt: skip
             trio.run(

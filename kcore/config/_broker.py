@@ -31,6 +31,12 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("zookeeper.session.timeout.ms", "int", 18000),
         ConfigDef("zookeeper.connection.timeout.ms", "int", None),
         ConfigDef("zookeeper.max.in.flight.requests", "int", 10, at_least=1),
+        # Kafka's: create the znodes with ZkData's default ACLs (creator all, world read but
+        # for sensitive paths), the creator being the identity set just below.
+        ConfigDef("zookeeper.set.acl", "bool", False),
+        # kcore's own (Kafka authenticates to ZooKeeper with SASL from its JAAS file): the
+        # broker's ZooKeeper digest credential, user:password (ZooKeeper's addauth digest).
+        ConfigDef("kcore.zookeeper.digest.credential", "password", None),
         ConfigDef("broker.rack", "string", None),
         ConfigDef("broker.id.generation.enable", "bool", True),
         ConfigDef("reserved.broker.max.id", "int", 1000, at_least=0),
@@ -43,6 +49,8 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("replica.fetch.max.bytes", "int", 1048576, at_least=0),
         ConfigDef("replica.fetch.response.max.bytes", "int", 10485760, at_least=0),
         ConfigDef("replica.fetch.backoff.ms", "int", 1000, at_least=0),
+        # KIP-227 fetch sessions a broker keeps for Kafka-protocol consumers.
+        ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, at_least=0),
         ConfigDef("replica.socket.timeout.ms", "int", 30000),
         ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000),
         # Kafka's default is true; kcore cannot honour true yet (kcore.config._unsupported).
@@ -235,6 +243,17 @@ def _check_super_users(values: Mapping[str, Any]) -> None:
         raise ConfigError(f"Invalid value for configuration super.users: {error}") from None
 
 
+def _check_zookeeper_acls(values: Mapping[str, Any]) -> None:
+    """ZooKeeper ACLs need an identity to be the creator: Kafka refuses
+    `zookeeper.set.acl=true` without one (its SASL login), kcore without its digest."""
+    if values["zookeeper.set.acl"] and values["kcore.zookeeper.digest.credential"] is None:
+        raise ConfigError(
+            "zookeeper.set.acl is true but no ZooKeeper identity is set: set "
+            "kcore.zookeeper.digest.credential=user:password (kcore authenticates to "
+            "ZooKeeper with digest)"
+        )
+
+
 def _listener_override(key: str) -> ConfigDef | None:
     """Kafka's per-listener `listener.name.<listener>.ssl.*` settings (and its
     `sasl.enabled.mechanisms` and `<mechanism>.sasl.jaas.config`): the definition of the
@@ -283,6 +302,7 @@ class KafkaConfig:
         _check_log_cleaner(values)
         _check_http_listener(values)
         _check_super_users(values)
+        _check_zookeeper_acls(values)
         check_broker_settings(values)
         return cls(values, dict(settings))
 

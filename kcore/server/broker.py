@@ -199,6 +199,8 @@ class BrokerServer:
                 network=network,
                 rng=self.rng,
                 clock=self.clock,
+                secure_acls=self.config.get("zookeeper.set.acl"),
+                digest_credential=_zookeeper_digest(self.config),
             ) as zk_client:
                 self.zk_client = zk_client
                 failure = None
@@ -666,3 +668,9 @@ class BrokerServer:
     @property
     def known_controller_id(self) -> int | None:
         return self.metadata_cache.controller_id
+
+
+def _zookeeper_digest(config: Any) -> str | None:
+    """The broker's ZooKeeper digest credential (`user:password`), None when unset."""
+    credential = config.get("kcore.zookeeper.digest.credential")
+    return None if credential is None else credential.value

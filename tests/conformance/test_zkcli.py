@@ -39,6 +39,15 @@ delete -v 7 /zkcli/a
 create /zkcli/a
 stat /zkcli/nothing
 getAcl /zkcli/a
+addauth digest alice:alice-secret
+create /zkcli/secret s auth::cdrwa,world:anyone:r
+getAcl /zkcli/secret
+setAcl /zkcli/a world:anyone:ra
+getAcl -s /zkcli/a
+set /zkcli/a denied
+setAcl -v 0 /zkcli/a world:anyone:cdrwa
+setAcl -s -v 1 /zkcli/a world:anyone:cdrwa,digest:bob:x:q
+setAcl -R /zkcli/secret world:anyone:cdrwa
 sync /zkcli
 getAllChildrenNumber /zkcli
 getEphemerals /zkcli

@@ -34,6 +34,15 @@ get -w /zkshell/a
 set /zkshell/a again
 stat /zkshell/nothing
 getAcl -s /zkshell/a
+addauth digest alice:alice-secret
+create /zkshell/secret s auth::cdrwa,world:anyone:r
+getAcl /zkshell/secret
+setAcl /zkshell/a world:anyone:ra
+getAcl -s /zkshell/a
+set /zkshell/a denied
+setAcl -v 0 /zkshell/a world:anyone:cdrwa
+setAcl -s -v 1 /zkshell/a world:anyone:cdrwa,digest:bob:x:q
+setAcl -R /zkshell/secret world:anyone:cdrwa
 sync /zkshell
 getAllChildrenNumber /zkshell
 getEphemerals /zkshell

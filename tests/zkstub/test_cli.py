@@ -35,6 +35,9 @@ def test_serve_arguments():
         "/tmp/d",
         "127.0.0.1",
     )
+    assert args.super_digest is None
+    digest = "super:3/BRixgtJK5zIu/gWZCB29+Rzoo="
+    assert parse_args(["serve", "--super-digest", digest]).super_digest == digest
 
 
 async def test_shell_commands(capsys):

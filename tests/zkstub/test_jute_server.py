@@ -80,7 +80,8 @@ async def test_a_truncated_request_is_answered_marshalling_error(raw_session):
     ("flags", "acl", "error"),
     [
         (4, jute.OPEN_ACL_UNSAFE, zkstub.UnimplementedError),  # a container
-        (0, (jute.ACL(1, "world", "anyone"),), zkstub.UnimplementedError),  # read-only ACL
+        (0, (jute.ACL(31, "sasl", "alice"),), zkstub.InvalidACLError),  # no such provider
+        (0, (jute.ACL(31, "auth", ""),), zkstub.InvalidACLError),  # not authenticated
         (0, (), zkstub.InvalidACLError),
     ],
 )
@@ -179,3 +180,18 @@ async def test_jute_sessions_expire_on_virtual_time(autojump_clock):
             )
             assert zk.session_id != first_session
             assert await zk.create("/e", ephemeral=True) == "/e"
+
+
+async def test_auth_is_answered_with_zxid_0_and_a_failed_one_closes_the_connection(raw_session):
+    server, client = raw_session
+    digest = jute.AuthRequest(0, "digest", b"alice:alice-secret")
+    header, _ = await client.call(jute.AUTH_XID, OpCode.AUTH, digest)
+    assert (header.xid, header.zxid, header.err) == (jute.AUTH_XID, 0, 0)
+    alice_only = (jute.ACL(31, "digest", zkstub.digest("alice:alice-secret")),)
+    header, _ = await client.call(1, OpCode.CREATE, jute.CreateRequest("/a", b"", alice_only, 0))
+    assert header.err == 0
+    assert server.tree.nodes["/a"].acl == (zkstub.ACL(31, "digest", alice_only[0].id),)
+    sasl = jute.AuthRequest(0, "sasl", b"bob")
+    header, _ = await client.call(jute.AUTH_XID, OpCode.AUTH, sasl)
+    assert header.err == zkstub.AuthFailedError.code
+    assert await client.frame() is None  # closed after the answer, as ZooKeeper does

@@ -192,12 +192,12 @@ async def test_a_session_silent_only_while_the_server_was_busy_is_not_expired(
             tree_type = type(server.tree)
             apply = tree_type.apply
 
-            def slow_apply(tree, session_id, op, now_ms=None):
+            def slow_apply(tree, session_id, op, now_ms=None, identities=()):
                 nonlocal busy_until
                 if getattr(op, "path", None) == "/huge":
                     autojump_clock.jump(10.0)
                     busy_until = trio.current_time()
-                return apply(tree, session_id, op, now_ms)
+                return apply(tree, session_id, op, now_ms, identities)
 
             monkeypatch.setattr(tree_type, "apply", slow_apply)
             async with server.connect_local(session_timeout=4.0) as writer:

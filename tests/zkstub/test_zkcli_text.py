@@ -101,7 +101,7 @@ def test_the_usage_lists_the_commands_in_javas_order():
     lines = usage_text("zkCli").splitlines()
     assert lines[0] == "zkCli host:port[/chroot] [-timeout ms] cmd args"
     names = [line.split()[0] for line in lines[1:]]
-    assert names[:3] == ["addWatch", "close", "connect"]
+    assert names[:4] == ["addWatch", "addauth", "close", "connect"]
     assert names.index("getAcl") < names.index("getAllChildrenNumber") < names.index("history")
 
 
