@@ -12,7 +12,8 @@ Per api, as Kafka does it:
 - control requests from the controller (LeaderAndIsr, UpdateMetadata, StopReplica,
   ControlledShutdown) need CLUSTER_ACTION on the cluster, refused with
   CLUSTER_AUTHORIZATION_FAILED; so do replica fetches (a Fetch naming a replica id: its
-  partitions answered TOPIC_AUTHORIZATION_FAILED, as Kafka answers them);
+  partitions answered TOPIC_AUTHORIZATION_FAILED, as Kafka answers them; over Kafka's
+  protocol the Fetch handler checks fetches, with their sessions: kcore.server.kafka_apis);
 - Produce needs WRITE, Fetch READ, ListOffsets / OffsetForLeaderEpoch (unless the caller
   holds ClusterAction) / Metadata DESCRIBE on each topic: a refused topic's partitions are
   answered TOPIC_AUTHORIZATION_FAILED and the others served; Metadata for every topic
@@ -68,7 +69,6 @@ MESSAGES = {
     CLUSTER_DENIED: "Cluster authorization failed.",
 }
 _TOPIC_CONFIGS, _BROKER_CONFIGS = 2, 4  # DescribeConfigs' resource types
-_CONSUMER = -1  # the replica id of consumers' fetches
 _NO_AUTHORIZED_OPERATIONS = -(2**31)
 _ZERO_UUID = uuid.UUID(int=0)
 # Not checked, in Kafka neither.
@@ -263,31 +263,10 @@ class RequestAuthorization:
         return None if body.get("acks") == 0 else answer
 
     async def _kafka_fetch(self, request: transport.Request, handler: Handler) -> Any:
-        body = request.body
-        if not isinstance(body, dict) or body.get("session_id", 0) != 0:
-            return await handler(request)
-        if body.get("replica_id", _CONSUMER) >= 0:
-            # A follower (served as a consumer by kcore: brokers replicate over msgpack).
-            follower = self.may_cluster(request, Op.CLUSTER_ACTION)
-
-            def check(request: transport.Request, topic: str) -> int:
-                return 0 if follower else TOPIC_DENIED
-        else:
-            check = self._topic_check(Op.READ)
-        return await self._split_kafka(
-            request, handler, "topics", "responses", check,
-            lambda topic, code: {
-                "topic": topic["topic"],
-                "partitions": [
-                    {"partition_index": p["partition"], "error_code": code,
-                     "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-                     "aborted_transactions": [], "preferred_read_replica": -1, "records": b""}
-                    for p in topic["partitions"]
-                ],
-            },
-            {"throttle_time_ms": 0, "error_code": 0, "session_id": 0},
-            name_key="topic",
-        )  # fmt: skip
+        """Checked by the Fetch handler (kcore.server.kafka_apis), as in Kafka's
+        handleFetchRequest: a fetch in a session (KIP-227) reads partitions its request
+        does not name, so only the session's context knows what to check."""
+        return await handler(request)
 
     async def _kafka_list_offsets(self, request: transport.Request, handler: Handler) -> Any:
         return await self._split_kafka(

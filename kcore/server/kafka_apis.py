@@ -6,20 +6,23 @@ would get decided differently: this module is translation.
 
 Kafka-protocol connections are clients, never replicas: kcore's brokers replicate over
 kcore's own protocol, so a Fetch or ListOffsets that names a replica id is served as a
-consumer's (with an authorizer, a Fetch naming one needs ClusterAction first, as in Kafka:
-kcore.security.request_authorization).
+consumer's (with an authorizer, a Fetch naming one needs ClusterAction first, as in Kafka;
+the Fetch handler checks that itself, with the fetch's session, and the door,
+kcore.security.request_authorization, every other api).
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import random
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import trio
 
 import transport
 from kcore import errors
@@ -48,6 +51,15 @@ from kcore.protocol.data import (
     ProduceRequest,
 )
 from kcore.security import acl_admin, scram_admin
+from kcore.security.acl import AclOperation, ResourceType
+from kcore.security.request_authorization import RequestAuthorization
+from kcore.server.fetch_session import (
+    FINAL_EPOCH,
+    FetchManager,
+    FetchSessionCache,
+    PartitionFetch,
+    TopicIdPartition,
+)
 from kcore.server.kafka_versions import api_versions_body
 from kcore.topic_creation import PartitionAddition
 
@@ -89,6 +101,35 @@ def _nest(
 @attrs.define(eq=False)
 class KafkaProtocolApis:
     apis: KafkaApis
+    # KIP-227's fetch sessions, made at the first fetch (so that a broker no Kafka client
+    # fetches from draws nothing from its seeded rng).
+    _fetch_manager: FetchManager | None = attrs.field(default=None, init=False)
+    # The authorizer's checks of fetches, which need the fetch's session, so are made here
+    # rather than at the door (kcore.security.request_authorization).
+    _authorization: RequestAuthorization | None = attrs.field(default=None, init=False)
+    # The metadata cache's topic ids as last seen, and their names by id (Fetch v13+).
+    _topic_ids_seen: dict[str, str] = attrs.field(factory=dict, init=False)
+    _topic_names: dict[uuid.UUID, str] = attrs.field(factory=dict, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.apis.authorizer is not None:
+            cache = self.apis.metadata_cache
+            self._authorization = RequestAuthorization(
+                self.apis.authorizer,
+                topic_exists=lambda topic: bool(cache.partitions_of(topic)),
+                auto_create_topics=lambda: self.apis.config.auto_create_topics_enable,
+            )
+
+    @property
+    def fetch_manager(self) -> FetchManager:
+        if self._fetch_manager is None:
+            self._fetch_manager = FetchManager(
+                FetchSessionCache(
+                    self.apis.config.get("max.incremental.fetch.session.cache.slots"),
+                    random.Random(self.apis.rng.getrandbits(64)),
+                )
+            )
+        return self._fetch_manager
 
     def handlers(self) -> dict[int, transport.Handler]:
         return {
@@ -265,46 +306,136 @@ class KafkaProtocolApis:
         }
 
     async def handle_fetch(self, request: transport.Request) -> dict:
+        """Kafka's handleFetchRequest: the request's fetch context (its session, KIP-227:
+        kcore.server.fetch_session) lists the partitions to read; each is checked (an
+        unknown topic id, the authorizer's READ, or ClusterAction for a replica's fetch, a
+        topic id that is no longer the topic's) and the others read by the replica manager,
+        as a consumer's; the context then says which answers the response carries."""
         body: dict = request.body  # type: ignore[assignment]
-        if body.get("session_id", 0) != 0:
-            # kcore never hands out fetch sessions (KIP-227): it answers every fetch in full
-            # with session id 0, which tells clients to send full fetches.
-            return {
-                "throttle_time_ms": 0,
-                "error_code": errors.FetchSessionIdNotFoundError.code,
-                "session_id": 0,
-                "responses": [],
-            }
-        asked = []
-        for topic in body["topics"]:
-            for part in topic["partitions"]:
-                asked.append(
-                    FetchPartition(
-                        topic["topic"],
-                        part["partition"],
-                        part["fetch_offset"],
-                        max(part["partition_max_bytes"], 0),
-                        current_leader_epoch=part.get("current_leader_epoch", NO_EPOCH),
-                        last_fetched_epoch=part.get("last_fetched_epoch", NO_EPOCH),
-                        log_start_offset=part.get("log_start_offset", -1),
-                    )
+        version = request.api_version
+        uses_topic_ids = version >= 13
+        topic_ids = self.apis.metadata_cache.topic_ids
+        topic_names = self._topic_names_by_id() if uses_topic_ids else {}
+
+        def partition_of(topic: dict, partition: int) -> TopicIdPartition:
+            if uses_topic_ids:
+                topic_id = topic["topic_id"]
+                return TopicIdPartition(topic_id, topic_names.get(topic_id), partition)
+            return TopicIdPartition(_ZERO_UUID, topic["topic"], partition)
+
+        fetch_data = {
+            partition_of(topic, part["partition"]): PartitionFetch(
+                part["fetch_offset"],
+                max(part["partition_max_bytes"], 0),
+                current_leader_epoch=part.get("current_leader_epoch", NO_EPOCH),
+                last_fetched_epoch=part.get("last_fetched_epoch", NO_EPOCH),
+                log_start_offset=part.get("log_start_offset", -1),
+            )
+            for topic in body["topics"]
+            for part in topic["partitions"]
+        }
+        to_forget = [
+            partition_of(topic, partition)
+            for topic in body.get("forgotten_topics_data") or ()
+            for partition in topic["partitions"]
+        ]
+        context = self.fetch_manager.new_context(
+            version, body.get("session_id", 0), body.get("session_epoch", FINAL_EPOCH),
+            False,  # a replica's fetch is served as a consumer's: its session unprivileged
+            fetch_data, to_forget, topic_names, trio.current_time() * 1000,
+        )  # fmt: skip
+        refusal = self._fetch_refusal(request, body, version)
+        erroneous: dict[TopicIdPartition, dict] = {}
+        interesting: list[tuple[TopicIdPartition, PartitionFetch]] = []
+        for tp, fetch in context.partitions():
+            if tp.topic is None:
+                code = errors.UnknownTopicIdError.code
+            else:
+                code = refusal(tp.topic)
+                known_id = topic_ids.get(tp.topic)
+                if not code and uses_topic_ids and known_id and topic_uuid(known_id) != tp.topic_id:
+                    # The name now belongs to a topic made since (deleted and recreated).
+                    code = errors.InconsistentTopicIdError.code
+            if code:
+                erroneous[tp] = _fetch_error(tp.partition, code)
+            else:
+                interesting.append((tp, fetch))
+        answers: dict[TopicIdPartition, dict] = {}
+        if interesting:
+            max_bytes = body.get("max_bytes", _INT32_MAX) if version >= 3 else _INT32_MAX
+            response = await self.apis.replica_manager.fetch_messages(
+                FetchRequest(
+                    CONSUMER_REPLICA_ID, -1, max(body["max_wait_ms"], 0),
+                    max(body["min_bytes"], 0), max(max_bytes, 0),
+                    tuple(
+                        FetchPartition(
+                            tp.topic, tp.partition, fetch.fetch_offset, fetch.max_bytes,  # type: ignore[arg-type]
+                            current_leader_epoch=fetch.current_leader_epoch,
+                            last_fetched_epoch=fetch.last_fetched_epoch,
+                            log_start_offset=fetch.log_start_offset,
+                        )
+                        for tp, fetch in interesting
+                    ),
                 )
-        max_bytes = body.get("max_bytes", _INT32_MAX) if request.api_version >= 3 else _INT32_MAX
-        fetch = FetchRequest(
-            CONSUMER_REPLICA_ID,
-            -1,
-            max(body["max_wait_ms"], 0),
-            max(body["min_bytes"], 0),
-            max(max_bytes, 0),
-            tuple(asked),
-        )
-        response = await self.apis.replica_manager.fetch_messages(fetch)
+            )  # fmt: skip
+            read = {(answer.topic, answer.partition): answer for answer in response.partitions}
+            for tp, _ in interesting:
+                answer = read.get((tp.topic, tp.partition))  # type: ignore[arg-type]
+                if answer is not None:
+                    answers[tp] = _fetch_partition(answer)
+        answers.update(erroneous)
+        result = context.respond(answers, trio.current_time() * 1000)
+        topics: dict[object, dict] = {}
+        for tp, partition in result.partitions.items():
+            key = tp.topic_id if uses_topic_ids else tp.topic
+            entry = topics.get(key)
+            if entry is None:
+                entry = topics[key] = {"topic": tp.topic, "topic_id": tp.topic_id, "partitions": []}
+            entry["partitions"].append(partition)
         return {
             "throttle_time_ms": 0,
-            "error_code": 0,
-            "session_id": 0,
-            "responses": _nest(response.partitions, _fetch_partition, topic_key="topic"),
+            "error_code": result.error_code,
+            "session_id": result.session_id,
+            "responses": list(topics.values()),
         }
+
+    def _topic_names_by_id(self) -> dict[uuid.UUID, str]:
+        """The metadata cache's topic ids, reversed; remade only when they changed (a
+        comparison of two dicts is far cheaper than decoding every id per fetch)."""
+        topic_ids = self.apis.metadata_cache.topic_ids
+        if self._topic_ids_seen != topic_ids:
+            self._topic_ids_seen = dict(topic_ids)
+            self._topic_names = {topic_uuid(i): name for name, i in topic_ids.items()}
+        return self._topic_names
+
+    def _fetch_refusal(
+        self, request: transport.Request, body: dict, version: int
+    ) -> Callable[[str], int]:
+        """The authorizer's answer for each topic of a fetch (0: allowed), as Kafka's
+        handleFetchRequest checks: a replica's fetch (a replica id, v15's in ReplicaState)
+        needs ClusterAction, a consumer's READ on the topic. Everything is allowed without
+        an authorizer."""
+        authorization = self._authorization
+        if authorization is None:
+            return lambda topic: 0
+        if version >= 15:
+            replica_id = (body.get("replica_state") or {}).get("replica_id", CONSUMER_REPLICA_ID)
+        else:
+            replica_id = body.get("replica_id", CONSUMER_REPLICA_ID)
+        if replica_id >= 0:
+            code = 0 if authorization.may_cluster(request, AclOperation.CLUSTER_ACTION) else (
+                errors.TopicAuthorizationFailedError.code
+            )  # fmt: skip
+            return lambda topic: code
+        decided: dict[str, int] = {}
+
+        def refusal(topic: str) -> int:
+            if topic not in decided:
+                allowed = authorization.may(request, AclOperation.READ, ResourceType.TOPIC, topic)
+                decided[topic] = 0 if allowed else errors.TopicAuthorizationFailedError.code
+            return decided[topic]
+
+        return refusal
 
     async def handle_delete_records(self, request: transport.Request) -> dict:
         body: dict = request.body  # type: ignore[assignment]
@@ -901,6 +1032,15 @@ def _produce_partition(answer: Any) -> dict:
         "record_errors": [],
         "error_message": answer.error_message,
     }
+
+
+def _fetch_error(partition: int, code: int) -> dict:
+    """Kafka's FetchResponse.partitionResponse: a partition answered with an error only."""
+    return {
+        "partition_index": partition, "error_code": code, "high_watermark": -1,
+        "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": [],
+        "preferred_read_replica": -1, "records": b"",
+    }  # fmt: skip
 
 
 def _fetch_partition(answer: Any) -> dict:

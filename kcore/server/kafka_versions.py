@@ -16,10 +16,10 @@ from kcore.protocol.api_keys import ApiKey
 API_VERSIONS_KEY = 18
 
 # api key -> (lowest, highest) version the handlers implement. Highest: Kafka 3.5's, or lower
-# where a newer version needs what kcore does not have (Fetch 13+ names topics by id only).
+# where a newer version needs what kcore does not have.
 IMPLEMENTED: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 9),
-    ApiKey.FETCH: (0, 12),
+    ApiKey.FETCH: (0, 15),  # 13+: topics by id; 15: ReplicaState
     ApiKey.LIST_OFFSETS: (0, 7),
     ApiKey.METADATA: (0, 12),
     ApiKey.FIND_COORDINATOR: (0, 4),

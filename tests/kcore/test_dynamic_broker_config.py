@@ -314,6 +314,7 @@ def test_the_fetcher_pool_grows_or_shrinks_by_at_most_half_or_double():
 class StubApis:
     config: DynamicBrokerConfig
     altered: list = attrs.field(factory=list)
+    authorizer = None  # as KafkaApis without authorizer.class.name
 
     async def describe_configs(self, kind, name):
         return describe_broker_resource(self.config, name)

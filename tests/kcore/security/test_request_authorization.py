@@ -124,24 +124,16 @@ async def test_produce_serves_the_allowed_topics_and_refuses_the_others_per_part
     )
 
 
-async def test_a_replica_fetch_needs_cluster_action_a_consumer_fetch_read():
+async def test_a_kafka_fetch_is_checked_by_its_handler_not_at_the_door():
+    # A fetch in a session reads partitions its request does not name: the Fetch handler
+    # checks READ / ClusterAction against its session (tests/kcore/server/test_kafka_fetch.py).
     handler = Recorder(lambda body: {"responses": [], "error_code": 0})
-    body = {
-        "replica_id": 2, "max_wait_ms": 0, "min_bytes": 1, "session_id": 0,
-        "topics": [{"topic": "orders", "partitions": [{"partition": 0, "fetch_offset": 0,
-                                                        "partition_max_bytes": 100}]}],
-    }  # fmt: skip
-    read_only = authorization((ResourceType.TOPIC, "orders", Op.READ))
-    guarded = read_only.guard({ApiKey.FETCH: handler}, kafka_protocol=True)
-    refused = await call(guarded, ApiKey.FETCH, body)
-    assert refused["responses"][0]["partitions"][0]["error_code"] == TOPIC_DENIED
-    assert handler.bodies == []
-    await call(guarded, ApiKey.FETCH, {**body, "replica_id": -1})
-    assert len(handler.bodies) == 1
-    broker = authorization((ResourceType.CLUSTER, "kafka-cluster", Op.CLUSTER_ACTION))
-    guarded = broker.guard({ApiKey.FETCH: handler}, kafka_protocol=True)
+    body = {"replica_id": 2, "max_wait_ms": 0, "min_bytes": 1, "session_id": 0, "topics": [
+        {"topic": "orders", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                            "partition_max_bytes": 100}]}]}  # fmt: skip
+    guarded = authorization().guard({ApiKey.FETCH: handler}, kafka_protocol=True)
     await call(guarded, ApiKey.FETCH, body)
-    assert len(handler.bodies) == 2
+    assert handler.bodies == [body]
 
 
 async def test_offsets_for_leader_epoch_is_any_topic_for_brokers_described_ones_for_others():
