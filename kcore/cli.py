@@ -2,7 +2,7 @@
 `kcore version`, `kcore demo`, `kcore dump-log FILE...` (Kafka's kafka-dump-log.sh), and
 Kafka's tools speaking to brokers through kcore's clients (`kcore topics`, `kcore configs`,
 `kcore leader-election`, `kcore console-producer`, `kcore console-consumer`,
-`kcore consumer-groups`: `kcore.tools`), and `kcore zookeeper-shell` (zkCli)."""
+`kcore consumer-groups`, `kcore acls`: `kcore.tools`), and `kcore zookeeper-shell` (zkCli)."""
 
 from __future__ import annotations
 

@@ -32,6 +32,8 @@ __all__ = [
     "TopicMetadata",
 ]
 
+_TOPIC_DENIED = errors.TopicAuthorizationFailedError.code
+
 
 @attrs.frozen
 class BrokerInfo:
@@ -192,6 +194,18 @@ class MetadataManager:
         self._log = logger
         self._lock = trio.Lock()
         self._last_refresh = -math.inf
+
+    def raise_if_unauthorized(self, topics: Iterable[str]) -> None:
+        """`TopicAuthorizationFailedError` when the last answer about any of `topics` was
+        TOPIC_AUTHORIZATION_FAILED: as Kafka's clients, a caller gives up at once rather
+        than waiting for metadata that will not come."""
+        denied = sorted({name for name in topics if self.topic_errors.get(name) == _TOPIC_DENIED})
+        if denied:
+            # Kafka's TopicAuthorizationException message, and the broker's answer.
+            raise errors.TopicAuthorizationFailedError(
+                f"Not authorized to access topics: [{', '.join(denied)}] "
+                "(the brokers answered TOPIC_AUTHORIZATION_FAILED)"
+            )
 
     def _candidates(self) -> list[Address]:
         known = [b.address for _, b in sorted(self.cluster.brokers.items())]

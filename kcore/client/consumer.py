@@ -880,6 +880,9 @@ class Consumer:
         except errors.KafkaError as exc:
             log.warning("%s: metadata refresh failed: %s", self.client_id, exc)
             return
+        if topics is not None:
+            # The named topics only: a pattern's matches are those the broker shows.
+            self._metadata.raise_if_unauthorized(topics)
         if self._subscribed:
             self._match_pattern()
             if self._group is not None:

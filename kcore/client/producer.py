@@ -650,6 +650,7 @@ class Producer:
                 known = manager.cluster.topic(topic)
                 if known is not None and known.partitions:
                     return known
+                manager.raise_if_unauthorized([topic])  # no wait for a refusal (Kafka's)
         code = manager.topic_errors.get(topic)
         reason = (
             f"the brokers answered {errors.ERROR_NAMES.get(code, code)}"

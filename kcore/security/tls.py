@@ -139,12 +139,16 @@ def client_context(settings: Mapping[str, Any], *, where: str = "") -> ssl.SSLCo
     return context
 
 
+# The security protocols in TLS (SASL_SSL: SASL inside the TLS session).
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+
+
 @attrs.frozen
 class BrokerTls:
     """A broker's TLS, built once at start-up so that bad key material stops it there:
-    each SSL listener's server context, and the client context of the inter-broker
-    listener when that one is SSL (the broker then verifies its peers with the same
-    `ssl.*` settings, as Kafka does)."""
+    each SSL or SASL_SSL listener's server context, and the client context of the
+    inter-broker listener when that one is in TLS (the broker then verifies its peers with
+    the same `ssl.*` settings, as Kafka does)."""
 
     listener_contexts: Mapping[str, ssl.SSLContext] = attrs.field(factory=dict)
     inter_broker_context: ssl.SSLContext | None = None
@@ -156,12 +160,12 @@ class BrokerTls:
         contexts = {}
         for listener in values["listeners"]:
             name = EndPoint.parse(listener).listener_name
-            if protocols.get(name) == "SSL":
+            if protocols.get(name) in TLS_PROTOCOLS:
                 where = f"listener {name}: "
                 contexts[name] = server_context(listener_settings(values, name), where=where)
         inter_broker = inter_broker_listener_name(values)
         client = None
-        if protocols.get(inter_broker) == "SSL":
+        if protocols.get(inter_broker) in TLS_PROTOCOLS:
             client = client_context(
                 listener_settings(values, inter_broker),
                 where=f"inter-broker listener {inter_broker}: ",

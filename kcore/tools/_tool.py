@@ -1,6 +1,9 @@
 """What every tool shares: how it is declared (its flags, the checks argparse cannot make, its
-Trio body), how it fails (one line on stderr and a non-zero exit, never a traceback), and how
-Kafka's `key=value` flags (`--property`, `--producer-property`) are read."""
+Trio body), how it fails (one line on stderr and a non-zero exit, never a traceback), how
+Kafka's `key=value` flags (`--property`, `--producer-property`) are read, and how a client
+properties file (`--command-config`, `--consumer.config`, `--producer.config`) becomes the
+settings of kcore's clients, security included (`security.protocol`, `sasl.mechanism`,
+`sasl.jaas.config`, `ssl.*`)."""
 
 from __future__ import annotations
 
@@ -11,8 +14,13 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
+import trio
 
+from kcore.client import Admin
+from kcore.client._config import SECURITY_SETTINGS, ClientConfigError, security_network
+from kcore.config import ConfigError, parse_properties
 from kcore.errors import root_cause
+from kcore.security.jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas_config
 
 T = TypeVar("T")
 
@@ -156,3 +164,142 @@ def _typed(text: str, default: Any, where: str) -> Any:
         except ValueError:
             raise ToolError(f"{where}: expected an integer") from None
     return text  # strings, and `acks`, which the client reads from "all" / "-1" / "1" itself
+
+
+# Kafka's client security properties kcore's clients honour, by their keyword there; the
+# SASL user and password come from `sasl.jaas.config`, as in Kafka.
+SECURITY_PROPERTIES = {
+    name.replace("_", "."): name for name in SECURITY_SETTINGS if not name.startswith("sasl_plain")
+}
+SASL_JAAS_CONFIG = "sasl.jaas.config"
+_LOGIN_MODULES = {
+    "PLAIN": PLAIN_LOGIN_MODULE,
+    "SCRAM-SHA-256": SCRAM_LOGIN_MODULE,
+    "SCRAM-SHA-512": SCRAM_LOGIN_MODULE,
+}
+
+
+def add_command_config(parser: argparse.ArgumentParser, flag: str = "--command-config") -> None:
+    """Kafka's `--command-config FILE` (`--admin.config` for kafka-leader-election): the
+    file's settings land in `args.command_config` whatever the flag."""
+    parser.add_argument(
+        flag,
+        dest="command_config",
+        metavar="FILE",
+        help="a properties file of client settings, e.g. security.protocol=SASL_SSL, "
+        "sasl.mechanism, sasl.jaas.config, ssl.truststore.location",
+    )
+    parser.set_defaults(command_config_flag=flag)
+
+
+async def read_properties_file(path: str, flag: str) -> dict[str, str]:
+    """The Java properties in the file at `path` (as Kafka's Utils.loadProps reads it)."""
+    try:
+        return parse_properties(await trio.Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise ToolError(f"{flag}: {error}") from None
+
+
+async def command_config(path: str | None, client: type, flag: str) -> dict[str, Any]:
+    """The keyword arguments of kcore's `client` (Admin, Producer, Consumer) that the
+    properties file at `path` (none: {}) describes, security included."""
+    properties = {} if path is None else await read_properties_file(path, flag)
+    return client_config(properties, client, flag)
+
+
+async def admin_config(args: argparse.Namespace, client_id: str) -> dict[str, Any]:
+    """The Admin's keyword arguments for a tool: its client id, then what its
+    `--command-config` file sets."""
+    settings: dict[str, Any] = {"client_id": client_id}
+    settings.update(await command_config(args.command_config, Admin, args.command_config_flag))
+    return settings
+
+
+def client_config(properties: Mapping[str, str], client: type, flag: str) -> dict[str, Any]:
+    """`client_settings` and `security_settings` of `properties` together."""
+    security, others = security_settings(properties, flag)
+    return {**client_settings(others, client, flag), **security}
+
+
+def security_settings(
+    properties: Mapping[str, str], flag: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The security keywords of kcore's clients (`security_protocol`, `sasl_*`, `ssl_*`)
+    that Kafka's security properties among `properties` describe, and the other
+    properties. A security setting kcore cannot honour (a JKS store's password, Kerberos,
+    a login callback) is refused naming it; no message quotes a value."""
+    security: dict[str, Any] = {}
+    others: dict[str, str] = {}
+    unsupported = []
+    for key, value in properties.items():
+        if key in SECURITY_PROPERTIES:
+            security[SECURITY_PROPERTIES[key]] = value.strip()
+        elif key == SASL_JAAS_CONFIG:
+            pass
+        elif key.startswith(("ssl.", "sasl.")):
+            unsupported.append(key)
+        else:
+            others[key] = value
+    if unsupported:
+        supported = ", ".join(sorted([*SECURITY_PROPERTIES, SASL_JAAS_CONFIG]))
+        raise ToolError(
+            f"{flag}: {', '.join(sorted(unsupported))} not supported by kcore's clients "
+            f"(the security settings they take: {supported})"
+        )
+    protocol = security.get("security_protocol", "PLAINTEXT").upper()
+    sasl_given = sorted(
+        key for key in properties if key == SASL_JAAS_CONFIG or key == "sasl.mechanism"
+    )
+    if protocol.startswith("SASL_"):
+        security.update(_sasl_login(properties, flag))
+    elif sasl_given and protocol in ("PLAINTEXT", "SSL"):
+        raise ToolError(
+            f"{flag}: {', '.join(sasl_given)} given with security.protocol={protocol}: set "
+            "security.protocol=SASL_PLAINTEXT or SASL_SSL to authenticate with SASL"
+        )
+    try:
+        security_network(**security)  # a bad value or a missing file fails here, named
+    except ClientConfigError as error:
+        message = str(error)
+        for name in SECURITY_SETTINGS:  # in Kafka's spelling, as the file writes them
+            message = message.replace(name, name.replace("_", "."))
+        raise ToolError(f"{flag}: {message}") from None
+    return security, others
+
+
+def _sasl_login(properties: Mapping[str, str], flag: str) -> dict[str, str]:
+    """`sasl_mechanism`, `sasl_plain_username` and `sasl_plain_password` from Kafka's
+    `sasl.mechanism` and `sasl.jaas.config` (whose login module must be the mechanism's)."""
+    mechanism = properties.get("sasl.mechanism", "").strip().upper()
+    if not mechanism:
+        raise ToolError(
+            f"{flag}: sasl.mechanism is not set, and Kafka's default, GSSAPI (Kerberos), is "
+            f"not supported by kcore: set sasl.mechanism to one of {', '.join(_LOGIN_MODULES)}"
+        )
+    if mechanism not in _LOGIN_MODULES:
+        raise ToolError(
+            f"{flag}: sasl.mechanism={mechanism} is not supported by kcore "
+            f"(supported: {', '.join(_LOGIN_MODULES)})"
+        )
+    text = properties.get(SASL_JAAS_CONFIG)
+    if text is None:
+        raise ToolError(
+            f"{flag}: {SASL_JAAS_CONFIG} is needed with a SASL security.protocol, e.g. "
+            f'{_LOGIN_MODULES[mechanism]} required username="alice" password="...";'
+        )
+    try:
+        entry = parse_jaas_config(text, setting=SASL_JAAS_CONFIG)
+    except ConfigError as error:
+        raise ToolError(f"{flag}: {error}") from None
+    if entry.login_module != _LOGIN_MODULES[mechanism]:
+        raise ToolError(
+            f"{flag}: {SASL_JAAS_CONFIG} names the login module {entry.login_module}; "
+            f"sasl.mechanism={mechanism} takes {_LOGIN_MODULES[mechanism]}"
+        )
+    if entry.username is None or entry.password is None:
+        raise ToolError(f"{flag}: {SASL_JAAS_CONFIG} must give the options username and password")
+    return {
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": entry.username,
+        "sasl_plain_password": entry.password,
+    }

@@ -48,7 +48,14 @@ from kcore.client.admin import (
 )
 from kcore.config import ConfigEntry, ConfigSourceCode
 from kcore.security.scram import DEFAULT_ITERATIONS, MECHANISMS, MIN_ITERATIONS
-from kcore.tools._tool import Tool, ToolError, UsageError, add_bootstrap_server
+from kcore.tools._tool import (
+    Tool,
+    ToolError,
+    UsageError,
+    add_bootstrap_server,
+    add_command_config,
+    admin_config,
+)
 
 # Kafka's ConfigCommand splits --add-config on commas outside square brackets, so a list
 # value is written `k=[a,b]`.
@@ -71,6 +78,7 @@ _SCRAM_CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.D
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_server(parser)
+    add_command_config(parser)
     parser.add_argument("--entity-type", required=True, choices=ENTITY_TYPES)
     entity = parser.add_mutually_exclusive_group()
     entity.add_argument(
@@ -123,7 +131,7 @@ def check(args: argparse.Namespace) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    async with Admin(args.bootstrap_server, client_id="kcore-configs") as admin:
+    async with Admin(args.bootstrap_server, **await admin_config(args, "kcore-configs")) as admin:
         if args.entity_type == "users":
             await _users(admin, args)
         elif args.alter:

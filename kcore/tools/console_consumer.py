@@ -34,9 +34,11 @@ from kcore.tools._tool import (
     UsageError,
     add_bootstrap_server,
     add_key_values,
-    client_settings,
+    client_config,
     key_values,
     properties_to_fields,
+    read_properties_file,
+    security_settings,
 )
 
 _IDLE_POLL_SECONDS = 1.0  # a poll's wait without --timeout-ms (the loop polls again)
@@ -62,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "a consumer setting, e.g. fetch.max.wait.ms=100 (repeatable)",
     )
     parser.add_argument("--group", help="the consumer group to consume in")
+    parser.add_argument(
+        "--consumer.config",
+        dest="consumer_config",
+        metavar="FILE",
+        help="consumer settings in a properties file (--consumer-property wins)",
+    )
 
 
 def check(args: argparse.Namespace) -> None:
@@ -139,14 +147,14 @@ async def run(args: argparse.Namespace) -> int:
         settings["group_id"] = args.group
     # Kafka's console consumer resets a position out of range as its start says.
     settings["auto_offset_reset"] = "earliest" if _starts_earliest(args) else "latest"
-    settings.update(
-        client_settings(
-            key_values(args.consumer_property, "--consumer-property"),
-            Consumer,
-            "--consumer-property",
-        )
-    )
-    async with Admin(args.bootstrap_server, client_id="console-consumer-admin") as admin:
+    properties = {}
+    if args.consumer_config is not None:
+        properties = await read_properties_file(args.consumer_config, "--consumer.config")
+    properties.update(key_values(args.consumer_property, "--consumer-property"))
+    security, _ = security_settings(properties, "--consumer-property")
+    settings.update(client_config(properties, Consumer, "--consumer-property"))
+    admin = Admin(args.bootstrap_server, client_id="console-consumer-admin", **security)
+    async with admin:
         partitions = [p.partition for p in (await admin.describe_topic(args.topic)).partitions]
     if args.partition is not None:
         if args.partition not in partitions:

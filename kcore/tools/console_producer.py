@@ -23,15 +23,15 @@ import trio
 
 from kcore import errors
 from kcore.client import Producer
-from kcore.config import parse_properties
 from kcore.tools._tool import (
     Tool,
     ToolError,
     add_bootstrap_server,
     add_key_values,
-    client_settings,
+    client_config,
     key_values,
     properties_to_fields,
+    read_properties_file,
 )
 
 # Records in flight at once: enough to keep batches full, few enough to bound memory.
@@ -108,15 +108,10 @@ async def run(args: argparse.Namespace) -> int:
     reader = LineReader.from_properties(key_values(args.property, "--property"))
     properties = {}
     if args.producer_config is not None:
-        try:
-            properties = parse_properties(
-                await trio.Path(args.producer_config).read_text(encoding="utf-8")
-            )
-        except OSError as error:
-            raise ToolError(f"--producer.config: {error}") from None
+        properties = await read_properties_file(args.producer_config, "--producer.config")
     properties.update(key_values(args.producer_property, "--producer-property"))
     settings = {"client_id": "console-producer"}
-    settings.update(client_settings(properties, Producer, "--producer-property"))
+    settings.update(client_config(properties, Producer, "--producer-property"))
     lines = StandardInput(sys.stdin.fileno())
     async with Producer(args.bootstrap_server, **settings) as producer:
         delivery = await produce_lines(producer, args.topic, lines.read_line, reader)

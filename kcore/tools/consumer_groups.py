@@ -19,13 +19,21 @@ from collections.abc import Sequence
 from kcore.client import Admin
 from kcore.client.group_admin import GroupDescription
 from kcore.common import TopicPartition
-from kcore.tools._tool import Tool, ToolError, UsageError, add_bootstrap_server
+from kcore.tools._tool import (
+    Tool,
+    ToolError,
+    UsageError,
+    add_bootstrap_server,
+    add_command_config,
+    admin_config,
+)
 
 _MIN_WIDTH = 15  # Kafka pads the variable columns to at least this
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_server(parser)
+    add_command_config(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--list", action="store_true", help="list all consumer groups")
     actions.add_argument("--describe", action="store_true", help="describe the given groups")
@@ -94,7 +102,9 @@ def state_table(group: GroupDescription, coordinator: str) -> str:
 
 
 async def run(args: argparse.Namespace) -> int:
-    async with Admin(args.bootstrap_server, client_id="kcore-consumer-groups") as admin:
+    async with Admin(
+        args.bootstrap_server, **await admin_config(args, "kcore-consumer-groups")
+    ) as admin:
         if args.list:
             for listing in await admin.list_groups():
                 print(listing.group_id)

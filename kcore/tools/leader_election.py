@@ -24,11 +24,19 @@ import trio
 from kcore import errors
 from kcore.client import Admin
 from kcore.common import TopicPartition
-from kcore.tools._tool import Tool, ToolError, UsageError, add_bootstrap_server
+from kcore.tools._tool import (
+    Tool,
+    ToolError,
+    UsageError,
+    add_bootstrap_server,
+    add_command_config,
+    admin_config,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_server(parser)
+    add_command_config(parser, "--admin.config")
     parser.add_argument(
         "--election-type",
         required=True,
@@ -109,7 +117,9 @@ async def run(args: argparse.Namespace) -> int:
         partitions = [TopicPartition(args.topic, args.partition)]
     else:
         partitions = None
-    async with Admin(args.bootstrap_server, client_id="kcore-leader-election") as admin:
+    async with Admin(
+        args.bootstrap_server, **await admin_config(args, "kcore-leader-election")
+    ) as admin:
         outcomes = await admin.elect_leaders(partitions, election_type=args.election_type.lower())
     lines, failures = outcome_lines(args.election_type, outcomes)
     if lines:

@@ -38,7 +38,14 @@ from kcore.assignment import assign_replicas_to_brokers
 from kcore.client import Admin, BrokerInfo
 from kcore.client.admin import PartitionReassignment
 from kcore.common import TopicPartition
-from kcore.tools._tool import Tool, ToolError, UsageError, add_bootstrap_server
+from kcore.tools._tool import (
+    Tool,
+    ToolError,
+    UsageError,
+    add_bootstrap_server,
+    add_command_config,
+    admin_config,
+)
 
 ANY_LOG_DIR = "any"  # Kafka's AnyLogDir
 _ACTIONS = ("generate", "execute", "verify", "cancel", "list")
@@ -70,6 +77,7 @@ CANNOT_EXECUTE_BECAUSE_OF_EXISTING = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_server(parser)
+    add_command_config(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument(
         "--generate",
@@ -505,7 +513,9 @@ async def _cancel(admin: Admin, args: argparse.Namespace) -> None:
 
 
 async def run(args: argparse.Namespace, rng: random.Random | None = None) -> int:
-    async with Admin(args.bootstrap_server, client_id="reassign-partitions-tool") as admin:
+    async with Admin(
+        args.bootstrap_server, **await admin_config(args, "reassign-partitions-tool")
+    ) as admin:
         if args.generate:
             await _generate(admin, args, rng or random.Random())
         elif args.execute:

@@ -23,7 +23,15 @@ from kcore import errors
 from kcore.client import Admin, PartitionInfo, TopicDescription
 from kcore.common import NO_LEADER
 from kcore.config import ConfigEntry, ConfigSourceCode
-from kcore.tools._tool import Tool, ToolError, UsageError, add_bootstrap_server, add_key_values
+from kcore.tools._tool import (
+    Tool,
+    ToolError,
+    UsageError,
+    add_bootstrap_server,
+    add_command_config,
+    add_key_values,
+    admin_config,
+)
 
 _ACTIONS = ("create", "list", "describe", "alter", "delete")
 # Kafka's Uuid.ZERO_UUID as Uuid.toString prints it: a topic without an id.
@@ -44,6 +52,7 @@ _OPTION_ACTIONS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap_server(parser)
+    add_command_config(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--create", action="store_true", help="create a new topic")
     actions.add_argument("--list", action="store_true", help="list all topics")
@@ -101,7 +110,7 @@ def check(args: argparse.Namespace) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    async with Admin(args.bootstrap_server, client_id="kcore-topics") as admin:
+    async with Admin(args.bootstrap_server, **await admin_config(args, "kcore-topics")) as admin:
         if args.create:
             await _create(admin, args)
         elif args.list:
