@@ -1,13 +1,27 @@
-"""e2e-latency: from `send` to the consumer's `poll` returning the record, at a fixed
-offered rate, acks=all, replication factor 3, on TCP loopback. A record is readable only
-once it is below the high watermark, so this is produce + replication + HW advance +
-long-poll wake-up.
+"""e2e-latency: from `send` to the consumer's `poll` returning the record, acks=all,
+replication factor 3, on TCP loopback. A record is readable only once it is below the high
+watermark, so this is produce + replication + HW advance + long-poll wake-up.
 
-Rows: one `e2e` row per record (latency from the send to the poll that returned it).
+First the maximum rate: one producer sends as fast as its buffer lets it while the consumer
+reads, and the rate the consumer received is the cluster's maximum. Then a sweep of offered
+rates, fractions of that maximum up to it (the knee is where p99 leaves the floor), each
+case on its own topic with fresh clients.
+
+The producer keeps a fixed schedule (record n is due at start + n / rate) and stamps each
+value with its due time, so a producer that falls behind shows as latency instead of
+quietly offering less (no coordinated omission). It sends through the fast path (`send`
+queues and returns; one task sends every record due). Each case starts with a warm-up
+(the clients learn the leaders, then records at the case's rate for `warmup` seconds)
+whose records are not measured.
+
+Rows: one `max-rate` row (records/s the consumer received at full speed), and per case one
+`e2e` row per measured record (latency from its due time to the poll that returned it).
 """
 
 from __future__ import annotations
 
+import gc
+import math
 import struct
 
 import attrs
@@ -20,93 +34,235 @@ from bench.workloads._cluster import create_topic, open_bench_cluster
 from kcore.common import TopicPartition
 
 NAME = "e2e-latency"
-_STAMP = struct.Struct(">d")  # the send time (Trio clock), at the head of each value
+_STAMP = struct.Struct(">d")  # the due time (Trio clock), at the head of each value
 
 
 @attrs.frozen
 class E2eParams:
-    rates: tuple[int, ...] = (200, 1000)  # records per second offered
-    duration: float = 5.0
+    # Offered rates as fractions of the measured maximum rate, up to the knee and past it.
+    fractions: tuple[float, ...] = (0.02, 0.1, 0.25, 0.5, 0.75, 1.0)
+    duration: float = 5.0  # measured, per rate
+    warmup: float = 1.0  # sent at the case's rate before measuring, not recorded
+    max_rate_duration: float = 3.0
     record_bytes: int = 1024
     partitions: int = 3
     acks: str = "all"
+    # Full collections scan only what the load allocates, not the cluster's start-up.
+    freeze_gc: bool = True
 
 
 def params_for(options: WorkloadOptions) -> E2eParams:
-    return E2eParams(rates=(200,), duration=0.5) if options.quick else E2eParams()
+    if options.quick:
+        return E2eParams(fractions=(0.5,), duration=0.5, warmup=0.3, max_rate_duration=0.5)
+    return E2eParams()
 
 
-@workload(NAME, "latency from send to the consumer's poll at fixed rates (acks=all, RF 3)")
+@workload(NAME, "latency from send to the consumer's poll against offered load (acks=all, RF 3)")
 async def run(rows: RowWriter, options: WorkloadOptions) -> Summary:
     return await run_e2e(rows, params_for(options))
 
 
 async def run_e2e(rows: RowWriter, params: E2eParams) -> Summary:
-    summary = []
+    summary: Summary = []
     async with open_bench_cluster() as cluster:
-        for rate in params.rates:
-            topic = f"e2e-{rate}"
-            await create_topic(
-                cluster,
-                topic,
-                params.partitions,
-                replication_factor=3,
-                config={"min.insync.replicas": "2"},
-            )
-            summary.append(await _case(rows, params, cluster, topic, rate))
+        if params.freeze_gc:
+            # What the cluster allocated to start lives as long as it: moved out of the
+            # collector's sight, a full collection (tens of ms over every object) scans
+            # only what the load allocates.
+            gc.collect()
+            gc.freeze()
+        try:
+            max_rate = await _max_rate(rows, params, cluster)
+            summary.append({"case": "max-rate", "records_per_s": round(max_rate)})
+            for fraction in params.fractions:
+                rate = max(1, round(max_rate * fraction))
+                summary.append(await _case(rows, params, cluster, rate, fraction))
+        finally:
+            gc.unfreeze()
     return summary
 
 
-async def _case(rows, params, cluster, topic, rate) -> dict[str, object]:
-    case = f"acks-{params.acks}-rf3-{params.record_bytes}B-{rate}per_s"
+async def _new_topic(cluster, params: E2eParams, name: str) -> str:
+    await create_topic(
+        cluster,
+        name,
+        params.partitions,
+        replication_factor=3,
+        config={"min.insync.replicas": "2"},
+    )
+    return name
+
+
+# At full speed the producer's queue is as long as its buffer lets it be: enough for whole
+# batches to every leader, not the default 32 MiB that would take seconds to drain.
+_MAX_RATE_BUFFER_BYTES = 1 << 20
+
+
+def _open_clients(cluster, params: E2eParams, **producer_settings):
+    producer = cluster.producer(acks=params.acks, linger_ms=0, **producer_settings)
+    return cluster.consumer(), producer
+
+
+@attrs.define
+class _Deliveries:
+    """The producer's `on_delivery`: keeps the first failure, raised when the case ends
+    (a callback's own exception would only be logged)."""
+
+    error: BaseException | None = None
+
+    def __call__(self, metadata: object, error: BaseException | None) -> None:
+        if error is not None and self.error is None:
+            self.error = error
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+async def _max_rate(rows: RowWriter, params: E2eParams, cluster) -> float:
+    """Records/s the consumer receives while the producer sends as fast as it can (its
+    buffer full: `send` waits for room), after a warm-up of the same length."""
+    topic = await _new_topic(cluster, params, "e2e-max")
+    padding = b"x" * max(0, params.record_bytes - _STAMP.size)
+    value = _STAMP.pack(0.0) + padding
+    received = 0
+    window: list[float] = []  # [start, end, records received in between]
+    deliveries = _Deliveries()
+    consumer, producer = _open_clients(cluster, params, buffer_memory=_MAX_RATE_BUFFER_BYTES)
+    async with consumer, producer:
+        await _until_ready(producer, consumer, topic, params)
+        start = trio.current_time()
+        measure_from = start + params.max_rate_duration
+        stop_at = measure_from + params.max_rate_duration
+
+        async def consume() -> None:
+            nonlocal received
+            while trio.current_time() < stop_at:
+                records = await consumer.poll(timeout=0.5)
+                now = trio.current_time()
+                if now >= measure_from:
+                    if not window:
+                        window[:] = [now, now, 0]
+                    else:
+                        window[1] = now
+                        window[2] += len(records)
+                received += len(records)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(consume)
+            number = 0
+            while trio.current_time() < stop_at:
+                await producer.send(
+                    topic, value, None, number % params.partitions, on_delivery=deliveries
+                )
+                number += 1
+                if number % 64 == 0:
+                    await trio.lowlevel.checkpoint()
+    deliveries.check()
+    elapsed = window[1] - window[0] if window else 0.0
+    rate = window[2] / elapsed if elapsed > 0 else 0.0
+    rows.write(
+        case=f"acks-{params.acks}-rf3-{params.record_bytes}B-max",
+        op="max-rate",
+        params={"record_bytes": params.record_bytes, "acks": params.acks},
+        start_time=WallStamp.now()(window[0] if window else trio.current_time()),
+        latency_ns=round(elapsed * 1e9),
+        nbytes=int(window[2]) * params.record_bytes if window else 0,
+        count=int(window[2]) if window else 0,
+    )
+    return rate
+
+
+async def _until_ready(producer, consumer, topic: str, params: E2eParams) -> None:
+    """Until both clients know every partition's leader (a fresh topic's leaders reach every
+    broker's metadata cache a moment after they lead): one record produced to each
+    partition and consumed. Stamped 0, they are never measured."""
+    consumer.assign([TopicPartition(topic, p) for p in range(params.partitions)])
+    consumer.seek_to_beginning()
+    value = _STAMP.pack(0.0)
+    for partition in range(params.partitions):
+        await producer.send_and_wait(topic, value, None, partition)
+    seen = 0
+    while seen < params.partitions:
+        seen += len(await consumer.poll(timeout=0.5))
+
+
+def _percentile_ms(ordered: list[float], fraction: float) -> float:
+    if not ordered:
+        return math.nan
+    return round(ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1000, 2)
+
+
+async def _case(rows, params: E2eParams, cluster, rate: int, fraction: float) -> dict[str, object]:
+    case = f"acks-{params.acks}-rf3-{params.record_bytes}B-{fraction:g}xmax"
     case_params = {
         "rate": rate,
+        "fraction_of_max": fraction,
         "record_bytes": params.record_bytes,
         "acks": params.acks,
         "partitions": params.partitions,
     }
+    topic = await _new_topic(cluster, params, f"e2e-{rate}")
     stamp = WallStamp.now()
-    total = int(rate * params.duration)
+    warmup = int(rate * params.warmup)
+    total = warmup + int(rate * params.duration)
     padding = b"x" * max(0, params.record_bytes - _STAMP.size)
     latencies: list[float] = []
-    async with (
-        cluster.consumer() as consumer,
-        cluster.producer(acks=params.acks, linger_ms=0) as producer,
-    ):
-        consumer.assign([TopicPartition(topic, p) for p in range(params.partitions)])
-        consumer.seek_to_beginning()
+    seen = 0
+    deliveries = _Deliveries()
+    consumer, producer = _open_clients(cluster, params)
+    async with consumer, producer:
+        await _until_ready(producer, consumer, topic, params)
+        start = trio.current_time() + 0.001
+        measured_from = start + warmup / rate  # due times from here on are measured
 
         async def consume() -> None:
-            while len(latencies) < total:
-                for record in await consumer.poll(timeout=0.5):
-                    now = trio.current_time()
-                    (sent,) = _STAMP.unpack_from(record.value)
-                    latencies.append(now - sent)
+            nonlocal seen
+            while seen < total:
+                records = await consumer.poll(timeout=0.5)
+                now = trio.current_time()
+                seen += len(records)
+                for record in records:
+                    (due,) = _STAMP.unpack_from(record.value)
+                    if due < measured_from:
+                        continue
+                    latencies.append(now - due)
                     rows.write(
-                        case=case, op="e2e", params=case_params, start_time=stamp(sent),
-                        latency_ns=round((now - sent) * 1e9), nbytes=len(record.value),
+                        case=case, op="e2e", params=case_params, start_time=stamp(due),
+                        latency_ns=round((now - due) * 1e9), nbytes=len(record.value),
                     )  # fmt: skip
 
         async def produce() -> None:
-            start = trio.current_time()
-            async with trio.open_nursery() as sends:
-                for number in range(total):
-                    await trio.sleep_until(start + number / rate)
-                    value = _STAMP.pack(trio.current_time()) + padding
-                    sends.start_soon(
-                        producer.send_and_wait, topic, value, None, number % params.partitions
+            number = 0
+            while number < total:
+                await trio.sleep_until(start + number / rate)
+                # Every record due by now goes, each stamped with its due time.
+                due_until = min(total, math.floor((trio.current_time() - start) * rate) + 1)
+                while number < due_until:
+                    due = start + number / rate
+                    await producer.send(
+                        topic,
+                        _STAMP.pack(due) + padding,
+                        None,
+                        number % params.partitions,
+                        on_delivery=deliveries,
                     )
+                    number += 1
 
         with trio.fail_after(params.duration * 10 + 60):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(consume)
                 nursery.start_soon(produce)
+    deliveries.check()
     latencies.sort()
     return {
         "case": case,
+        "rate": rate,
         "records": len(latencies),
-        "p50_ms": round(latencies[len(latencies) // 2] * 1000, 2),
-        "p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 2),
+        "p50_ms": _percentile_ms(latencies, 0.50),
+        "p99_ms": _percentile_ms(latencies, 0.99),
+        "p999_ms": _percentile_ms(latencies, 0.999),
+        "max_ms": _percentile_ms(latencies, 1.0),
     }
 
 

@@ -194,12 +194,21 @@ class DelayedFetch:
     request: FetchRequest
     read: Callable[[FetchRequest], FetchRead]
     response: FetchResponse | None = None
+    # After the first read, a wake-up asks this first (Kafka's DelayedFetch.tryComplete
+    # compares offsets, it does not read): whether a partition has something new to read
+    # or fails. A parked fetch is woken by every move of its partitions, most of which
+    # (an append under a consumer's fetch, the HW under a follower's) give it nothing.
+    may_read: Callable[[FetchRequest], bool] | None = attrs.field(default=None, kw_only=True)
+    _read_once: bool = attrs.field(default=False, init=False)
 
     @property
     def keys(self) -> list[TopicPartition]:
         return [TopicPartition(p.topic, p.partition) for p in self.request.partitions]
 
     def try_complete(self) -> bool:
+        if self._read_once and self.may_read is not None and not self.may_read(self.request):
+            return False
+        self._read_once = True
         answers, size, failed = self.read(self.request)
         request = self.request
         if (

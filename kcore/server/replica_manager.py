@@ -702,12 +702,32 @@ class ReplicaManager:
     async def fetch_messages(self, request: FetchRequest) -> FetchResponse:
         """Reads at once; if fewer than `min_bytes` came and nothing failed, waits in the
         fetch purgatory for new data up to `max_wait_ms` (long polling) and reads again."""
-        delayed = DelayedFetch(request, self._read)
+        delayed = DelayedFetch(request, self._read, may_read=self._may_read)
         deadline = trio.current_time() + request.max_wait_ms / 1000
         await self.fetch_purgatory.try_complete_else_watch(delayed, deadline)
         assert delayed.response is not None
         self.topic_stats.record_fetch(request.replica_id >= 0, delayed.response.partitions)
         return delayed.response
+
+    def _may_read(self, request: FetchRequest) -> bool:
+        """Whether reading `request` again could answer more than its last read: a
+        partition has records past its fetch offset (to the log end for a follower, the high
+        watermark for a consumer) or would answer an error. Offsets only, nothing read."""
+        is_follower = request.replica_id >= 0
+        for ask in request.partitions:
+            partition = self.partitions.get(TopicPartition(ask.topic, ask.partition))
+            if partition is None:
+                return True
+            try:
+                partition.check_leader(ask.current_leader_epoch)
+            except errors.KafkaError:
+                return True
+            offset = ask.fetch_offset
+            if not (partition.log_start_offset <= offset <= partition.log_end_offset):
+                return True
+            if offset < (partition.log_end_offset if is_follower else partition.high_watermark):
+                return True
+        return False
 
     def _read(self, request: FetchRequest) -> FetchRead:
         is_follower = request.replica_id >= 0
