@@ -28,6 +28,7 @@ from kcore.config._dynamic import (
     apply_incremental_broker_alterations,
     check_dynamic_update,
 )
+from kcore.config._principals import PrincipalError, parse_principal, parse_super_users
 from kcore.config._properties import parse_properties
 from kcore.config._topic import InvalidTopicConfigError, LogConfig, TopicConfig
 
@@ -50,6 +51,7 @@ __all__ = [
     "KafkaConfig",
     "LogConfig",
     "Password",
+    "PrincipalError",
     "TopicConfig",
     "apply_dynamic",
     "apply_incremental_alterations",
@@ -57,6 +59,8 @@ __all__ = [
     "check_dynamic_update",
     "describe_broker_config",
     "describe_topic_config",
+    "parse_principal",
     "parse_properties",
+    "parse_super_users",
     "parse_value",
 ]

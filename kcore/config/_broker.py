@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from kcore.config._definitions import ConfigDef, ConfigError, parse_value
+from kcore.config._principals import PrincipalError, parse_super_users
 from kcore.config._properties import parse_properties
 from kcore.config._unsupported import check_broker_settings
 
@@ -234,12 +235,9 @@ def _check_http_listener(values: Mapping[str, Any]) -> None:
 def _check_super_users(values: Mapping[str, Any]) -> None:
     """`super.users` as Kafka's authorizer parses it (`User:a;User:b`), refused when the
     config is read rather than when the authorizer starts."""
-    # Imported here: kcore.security's TLS settings import this package.
-    from kcore.security.acl import AclError, parse_super_users
-
     try:
         parse_super_users(values["super.users"])
-    except AclError as error:
+    except PrincipalError as error:
         raise ConfigError(f"Invalid value for configuration super.users: {error}") from None
 
 

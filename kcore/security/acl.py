@@ -29,7 +29,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
-from kcore import zkdata
+from kcore import config, zkdata
+from kcore.config import PrincipalError
 
 WILDCARD_RESOURCE = "*"
 WILDCARD_PRINCIPAL = "User:*"
@@ -120,24 +121,26 @@ _IMPLIED_BY = {
 }
 
 
-class AclError(ValueError):
+class AclError(PrincipalError):
     """A principal, ACL or stored ACL znode kcore cannot read (the message says why)."""
 
 
 def parse_principal(text: str) -> str:
-    """Kafka's SecurityUtils.parseKafkaPrincipal: `Type:name` (`User:alice`), kept as that
-    string. AclError for one without a type or a name."""
-    principal_type, colon, name = text.partition(":")
-    if not colon or not principal_type or not name:
-        raise AclError(f"expected a string in format principalType:principalName but got {text}")
-    return text
+    """Kafka's SecurityUtils.parseKafkaPrincipal (kcore.config's rule, that settings use
+    too): `Type:name` (`User:alice`), kept as that string. AclError for one without a type
+    or a name."""
+    try:
+        return config.parse_principal(text)
+    except PrincipalError as error:
+        raise AclError(str(error)) from None
 
 
 def parse_super_users(text: str | None) -> frozenset[str]:
-    """`super.users`: principals separated by `;` (`User:admin;User:CN=broker1`)."""
-    if not text:
-        return frozenset()
-    return frozenset(parse_principal(item.strip()) for item in text.split(";") if item.strip())
+    """`super.users`: principals separated by `;` (AclError for one that is not)."""
+    try:
+        return config.parse_super_users(text)
+    except PrincipalError as error:
+        raise AclError(str(error)) from None
 
 
 @attrs.frozen(order=True)

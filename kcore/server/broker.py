@@ -43,10 +43,10 @@ from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.control import ControlledShutdownRequest, ControlledShutdownResponse
 from kcore.security import BrokerTls, principal
 from kcore.security.acl import AclAuthorizer, parse_super_users
-from kcore.security.acl_changes import AclChangeListener
 from kcore.security.request_authorization import RequestAuthorization
 from kcore.security.sasl import BrokerSasl
 from kcore.security.sasl_network import SaslNetwork
+from kcore.server.acl_changes import AclChangeListener
 from kcore.server.apis import KafkaApis
 from kcore.server.config_changes import ConfigChangeListener
 from kcore.server.controlled_shutdown import movable_partitions

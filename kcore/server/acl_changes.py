@@ -19,7 +19,7 @@ import trio
 from kcore.security import acl
 from kcore.zk_client import KafkaZkClient, ZooKeeperError
 
-logger = logging.getLogger("kcore.security.acl_changes")
+logger = logging.getLogger("kcore.server.acl_changes")
 
 # Kafka's ZkNodeChangeNotificationListener.changeExpirationMs.
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
