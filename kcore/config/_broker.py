@@ -281,7 +281,8 @@ class KafkaConfig:
         for key, value in settings.items():
             definition = BROKER_DEFINITIONS.get(key) or _listener_override(key)
             if definition is None:
-                raise ConfigError(f"Unknown configuration {key!r} (value {value!r})")
+                # The value is not quoted: a secret under a misspelt key must not be echoed.
+                raise ConfigError(f"Unknown configuration {key!r}")
             values[key] = parse_value(definition, value)
         for definition in BROKER_DEFINITIONS.values():
             if values.get(definition.name) is None:

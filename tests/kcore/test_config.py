@@ -506,3 +506,17 @@ def test_described_topic_configs_say_where_each_value_comes_from():
         ConfigSourceCode.STATIC_BROKER_CONFIG,
     )
     assert entries["cleanup.policy"].source == ConfigSourceCode.DEFAULT_CONFIG
+
+
+def test_an_unknown_setting_is_named_without_its_value():
+    with pytest.raises(ConfigError) as refused:
+        KafkaConfig.from_dict(
+            {
+                "broker.id": 1,
+                "zookeeper.connect": "zk:2181",
+                "log.dirs": "/tmp/unused",
+                "ssl.keystore.pasword": "hunter2",  # misspelt: unknown
+            }
+        )
+    assert "ssl.keystore.pasword" in str(refused.value)
+    assert "hunter2" not in str(refused.value)
