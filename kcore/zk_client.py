@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import string
-import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Self
 
@@ -1008,19 +1006,19 @@ class KafkaZkClient:
     async def read_user_configs(self, user: str) -> dict[str, str]:
         """A user's configs (SCRAM credentials by mechanism name, quotas) from
         /config/users/<user sanitized as Kafka's Sanitizer does>, {} when it has none."""
-        return await self.read_entity_configs("users", sanitized_entity_name(user))
+        return await self.read_entity_configs("users", zkdata.sanitized_entity_name(user))
 
     async def get_all_user_configs(self) -> dict[str, dict[str, str]]:
         """Every user with a config znode: name (desanitized) -> configs."""
         return {
-            desanitized_entity_name(name): await self.read_entity_configs("users", name)
+            zkdata.desanitized_entity_name(name): await self.read_entity_configs("users", name)
             for name in await self.get_entity_names("users")
         }
 
     async def change_user_configs(self, user: str, configs: Mapping[str, str]) -> None:
         """A user's configs replaced as a whole, then the notification `users/<sanitized>`
         (Kafka's AdminZkClient.changeConfigs for a user)."""
-        await self.change_entity_configs("users", sanitized_entity_name(user), configs)
+        await self.change_entity_configs("users", zkdata.sanitized_entity_name(user), configs)
 
     async def change_topic_config(self, topic: str, configs: Mapping[str, str]) -> None:
         """Kafka's AdminZkClient.changeTopicConfig: the topic's overrides replaced as a
@@ -1446,22 +1444,3 @@ class KafkaZkClient:
 def _is_multi_filler(error: Exception) -> bool:
     """The results a failed multi gives the ops that did not fail themselves."""
     return isinstance(error, zkstub.RolledBackError | zkstub.RuntimeInconsistencyError)
-
-
-# Kafka's Sanitizer: java.net.URLEncoder's unreserved characters stay, every other one is
-# %-encoded (UTF-8), '*' and ' ' included.
-_UNRESERVED = frozenset(string.ascii_letters + string.digits + "._-")
-
-
-def sanitized_entity_name(name: str) -> str:
-    """A user's (or client id's) name as its znode under /config is named (Kafka's
-    Sanitizer.sanitize): `alice` stays, `User:CN=a b` is `User%3ACN%3Da%20b`."""
-    return "".join(
-        char if char in _UNRESERVED else "".join(f"%{byte:02X}" for byte in char.encode())
-        for char in name
-    )
-
-
-def desanitized_entity_name(name: str) -> str:
-    """The name a znode under /config stands for (Kafka's Sanitizer.desanitize)."""
-    return urllib.parse.unquote_plus(name)

@@ -9,6 +9,8 @@ path and the content instead of failing somewhere later.
 from __future__ import annotations
 
 import json
+import string
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -417,3 +419,22 @@ def decode_producer_id_block(data: bytes | None) -> tuple[int, int, int] | None:
         )
     except ValueError:
         raise ZkDataError(path, data, "block bounds are not integers") from None
+
+
+# Kafka's Sanitizer: java.net.URLEncoder's unreserved characters stay, every other one is
+# %-encoded (UTF-8), '*' and ' ' included.
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "._-")
+
+
+def sanitized_entity_name(name: str) -> str:
+    """A user's (or client id's) name as its znode under /config is named (Kafka's
+    Sanitizer.sanitize): `alice` stays, `User:CN=a b` is `User%3ACN%3Da%20b`."""
+    return "".join(
+        char if char in _UNRESERVED else "".join(f"%{byte:02X}" for byte in char.encode())
+        for char in name
+    )
+
+
+def desanitized_entity_name(name: str) -> str:
+    """The name a znode under /config stands for (Kafka's Sanitizer.desanitize)."""
+    return urllib.parse.unquote_plus(name)

@@ -33,7 +33,8 @@ from kcore.security.sasl import (
 )
 from kcore.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kcore.security.scram import ScramCredential, ScramError
-from kcore.zk_client import KafkaZkClient, desanitized_entity_name
+from kcore.zk_client import KafkaZkClient
+from kcore.zkdata import desanitized_entity_name
 
 logger = logging.getLogger("kcore.server.sasl_authenticator")
 

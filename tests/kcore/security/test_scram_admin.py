@@ -50,7 +50,8 @@ from kcore.server.apis import KafkaApis
 from kcore.server.metadata_cache import MetadataCache
 from kcore.testing import open_cluster
 from kcore.wire import from_wire, to_wire
-from kcore.zk_client import ZooKeeperError, desanitized_entity_name, sanitized_entity_name
+from kcore.zk_client import ZooKeeperError
+from kcore.zkdata import desanitized_entity_name, sanitized_entity_name
 
 SHA256 = scram_admin.MECHANISM_TYPES["SCRAM-SHA-256"]
 SHA512 = scram_admin.MECHANISM_TYPES["SCRAM-SHA-512"]
