@@ -17,7 +17,6 @@ from __future__ import annotations
 import enum
 import functools
 import itertools
-import operator
 import types
 import typing
 from collections.abc import Callable
@@ -59,14 +58,7 @@ def to_wire(value: Any) -> Any:
 
 def _encoder_for(cls: type) -> Callable[[Any], Any]:
     if attrs.has(cls):
-        names = [field.name for field in attrs.fields(cls)]
-        if not names:
-            return lambda value: []
-        if len(names) == 1:
-            name = names[0]
-            return lambda value: [to_wire(getattr(value, name))]
-        getter = operator.attrgetter(*names)
-        return lambda value: [to_wire(item) for item in getter(value)]
+        return _message_encoder(cls)
     if issubclass(cls, enum.Enum):
         return lambda value: value.value
     if issubclass(cls, tuple | list):
@@ -74,6 +66,38 @@ def _encoder_for(cls: type) -> Callable[[Any], Any]:
     if issubclass(cls, dict):
         return lambda value: [[to_wire(k), to_wire(v)] for k, v in value.items()]
     return lambda value: value
+
+
+def _message_encoder(cls: type) -> Callable[[Any], Any]:
+    """A function written for `cls`: a field declared a scalar (or a tuple of scalars) is
+    taken as it is (what `to_wire` returns for a scalar), any other through `to_wire`."""
+    hints = typing.get_type_hints(cls)
+    items = []
+    for field in attrs.fields(cls):
+        declared = hints[field.name]
+        if declared in _SCALARS:
+            items.append(f"value.{field.name}")
+        elif _scalar_items(declared) is not None:
+            items.append(f"list(value.{field.name})")
+        else:
+            items.append(f"to_wire(value.{field.name})")
+    source = f"def encode(value):\n    return [{', '.join(items)}]\n"
+    return _compile(source, "encode", {"to_wire": to_wire}, cls)
+
+
+def _scalar_items(tp: Any) -> type | None:
+    """X for `tuple[X, ...]` whose X is a scalar type; None otherwise."""
+    if typing.get_origin(tp) is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis and args[0] in _SCALARS:
+            return args[0]
+    return None
+
+
+def _compile(source: str, name: str, namespace: dict[str, Any], cls: type) -> Callable:
+    code = compile(source, f"<kcore.wire {name} {cls.__qualname__}>", "exec")
+    exec(code, namespace)  # our own source, written from the class's fields
+    return namespace[name]
 
 
 # -- decoding ----------------------------------------------------------------------------
@@ -120,7 +144,7 @@ def _message_decoder(cls: type) -> Decoder:
             fields.append((field.name, _decoder(hints[field.name])))
         required = sum(1 for f in attrs.fields(cls) if f.default is attrs.NOTHING)
 
-    def decode(value: Any) -> Any:
+    def checked(value: Any) -> Any:
         if not fields and attrs.fields(cls):
             resolve()
         if not isinstance(value, list):
@@ -139,7 +163,79 @@ def _message_decoder(cls: type) -> Decoder:
         except (TypeError, ValueError) as error:  # validators of the message itself
             raise _Bad(str(error)) from None
 
+    fast: list[Decoder] = []
+
+    def decode(value: Any) -> Any:
+        # The fast path, written for the class on first use, takes the common case (every
+        # field present and of its exact type); anything else is decoded again by
+        # `checked`, which names what is wrong.
+        if not fast:
+            fast.append(_fast_message_decoder(cls))
+        try:
+            return fast[0](value)
+        except (_Slow, _Bad, TypeError, ValueError):
+            return checked(value)
+
     return decode
+
+
+class _Slow(Exception):
+    """The fast path does not take this value: the checked decoder will."""
+
+
+_EXACT = {int: "int", str: "str", bytes: "bytes", bool: "bool", float: "float"}
+
+
+def _fast_message_decoder(cls: type) -> Decoder:
+    hints = typing.get_type_hints(cls)
+    fields = attrs.fields(cls)
+    if any(not f.init or f.kw_only for f in fields):
+
+        def refuse(value: Any) -> Any:
+            raise _Slow
+
+        return refuse
+    lines = [
+        "def decode(value):",
+        f"    if type(value) is not list or len(value) < {len(fields)}:",
+        "        raise _Slow",
+    ]
+    namespace: dict[str, Any] = {"_Slow": _Slow, "cls": cls}
+    args = []
+    for index, field in enumerate(fields):
+        declared = hints[field.name]
+        name = f"x{index}"
+        args.append(name)
+        lines.append(f"    {name} = value[{index}]")
+        items = _scalar_items(declared)
+        optional = _optional_of(declared)
+        if declared in _EXACT:
+            lines.append(f"    if type({name}) is not {_EXACT[declared]}:")
+            lines.append("        raise _Slow")
+        elif optional in _EXACT:
+            lines.append(f"    if {name} is not None and type({name}) is not {_EXACT[optional]}:")
+            lines.append("        raise _Slow")
+        elif items in _EXACT:
+            lines.append(f"    if type({name}) is not list:")
+            lines.append("        raise _Slow")
+            lines.append(f"    for item in {name}:")
+            lines.append(f"        if type(item) is not {_EXACT[items]}:")
+            lines.append("            raise _Slow")
+            lines.append(f"    {name} = tuple({name})")
+        elif declared is not Any:
+            namespace[f"decode_{index}"] = _decoder(declared)
+            lines.append(f"    {name} = decode_{index}({name})")
+    lines.append(f"    return cls({', '.join(args)})")
+    return _compile("\n".join(lines) + "\n", "decode", namespace, cls)
+
+
+def _optional_of(tp: Any) -> Any:
+    """X for `X | None`; None otherwise."""
+    if typing.get_origin(tp) in (types.UnionType, typing.Union):
+        options = [option for option in typing.get_args(tp) if option is not type(None)]
+        if len(options) == 1 and len(typing.get_args(tp)) == 2:
+            return options[0]
+    return None
 
 
 def _union_decoder(tp: Any) -> Decoder:

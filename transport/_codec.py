@@ -102,6 +102,9 @@ class FrameDecoder:
     `FrameDecodeError`. Either error carries `.decoded`, the messages completed before the
     bad frame in the same `feed`, and leaves the decoder failed (the stream cannot be
     resynchronised, so every later `feed` raises the same error).
+
+    `frame_sizes` gets each returned message's body size in bytes, in order (for the
+    reader to take: what a request bound counts without walking the decoded message).
     """
 
     __slots__ = (
@@ -111,6 +114,7 @@ class FrameDecoder:
         "_undecided",
         "claims_raw",
         "claims_word",
+        "frame_sizes",
         "max_frame_bytes",
         "raw",
         "word",
@@ -136,6 +140,7 @@ class FrameDecoder:
         # re-reading the header of a large frame on every 64 KiB chunk.
         self._need = HEADER_BYTES
         self._failure: Exception | None = None
+        self.frame_sizes: list[int] = []
 
     @property
     def buffered(self) -> int:
@@ -169,6 +174,7 @@ class FrameDecoder:
                         self._undecided = False
                         self.raw = self.word = True
                         buffer.clear()
+                        self.frame_sizes.append(HEADER_BYTES)
                         return [header]
                 (size,) = _header.unpack_from(view, pos)
                 if size > limit:
@@ -183,6 +189,7 @@ class FrameDecoder:
                     claims = self.claims_raw
                     self.raw = claims is not None and claims(bytes(body))
                 messages.append(bytes(body) if self.raw else unpack(body))
+                self.frame_sizes.append(size)
                 pos = end
             else:
                 self._need = HEADER_BYTES

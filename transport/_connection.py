@@ -75,6 +75,9 @@ class MessageConnection:
         self.peer_name = peer_name
         self._decoder = FrameDecoder(max_frame_bytes)
         self._inbox: deque[object] = deque()
+        self._inbox_sizes: deque[int] = deque()
+        # The body size of the frame the last `receive` returned.
+        self.last_frame_bytes = 0
         self._send_lock = trio.StrictFIFOLock()
         self._receive_error: TransportError | None = None
         self._closed = False
@@ -164,6 +167,7 @@ class MessageConnection:
                 raise ConnectionClosedError(self._closed_reason(exc)) from exc
 
     async def receive(self) -> object:
+        """The next message; its frame's body size is then `last_frame_bytes`."""
         inbox = self._inbox
         while not inbox:
             if self._receive_error is not None:
@@ -185,11 +189,15 @@ class MessageConnection:
                         f"connection closed by {self.peer_name}"
                     )
                 continue
+            decoder = self._decoder
             try:
-                inbox.extend(self._decoder.feed(data))
+                inbox.extend(decoder.feed(data))
             except (FrameTooLargeError, FrameDecodeError) as exc:
                 inbox.extend(exc.decoded)  # type: ignore[attr-defined]
                 self._receive_error = exc
+            self._inbox_sizes.extend(decoder.frame_sizes)
+            decoder.frame_sizes.clear()
+        self.last_frame_bytes = self._inbox_sizes.popleft()
         return inbox.popleft()
 
     async def aclose(self) -> None:

@@ -38,31 +38,9 @@ __all__ = [
     "RequestTiming",
     "RpcServer",
     "ServerConnection",
-    "message_bytes",
 ]
 
 log = logging.getLogger(__name__)
-
-
-def message_bytes(message: object) -> int:
-    """About the bytes a decoded message holds: its bytes and strings, plus one per other
-    element (what the request bound counts; its frame held about as much)."""
-    total = 0
-    pending = [message]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, bytes | bytearray | str):
-            total += len(item)
-        elif isinstance(item, list | tuple):
-            total += 1
-            pending.extend(item)
-        elif isinstance(item, dict):
-            total += 1
-            pending.extend(item.keys())
-            pending.extend(item.values())
-        else:
-            total += 1
-    return total
 
 
 class _QueuedBytes:
@@ -421,7 +399,8 @@ class RpcServer:
 
     def _dispatch(self, pipeline: _Pipeline, message: object, nursery: trio.Nursery) -> None:
         api_key, api_version, correlation_id, client_id, body = parse_request(message)
-        seq = pipeline.admit(message_bytes(message))
+        # The frame's size, as Kafka's memory pool counts a request's received bytes.
+        seq = pipeline.admit(pipeline.client.connection.last_frame_bytes)
         handler = self.handlers.get(api_key)
         if handler is None:
             reason = f"unknown api key {api_key}"

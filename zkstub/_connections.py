@@ -121,6 +121,12 @@ class GuardedConnection:
     def word(self) -> bool:
         return self._connection.word
 
+    @property
+    def last_frame_bytes(self) -> int:
+        """The body size of the frame last received (a message put back keeps its own:
+        nothing is read after it until it is taken)."""
+        return self._connection.last_frame_bytes
+
     def put_back(self, message: object) -> None:
         """Makes `message` the next one `receive` returns: the server reads a connection's
         first message to learn its protocol, then hands the connection, message and all,

@@ -198,13 +198,14 @@ class GroupCoordinator:
         partitions it stopped hosting): loads the groups of each offsets partition this
         broker now leads, unloads those of the ones it no longer does."""
         now_ms = self.wall_clock_ms()
-        for tp in sorted(followers):
-            if tp.topic == OFFSETS_TOPIC and self._loaded.pop(tp.partition, None) is not None:
+        # Only the offsets topic's partitions matter: picked out before sorting, since a
+        # LeaderAndIsr may carry thousands of others.
+        for tp in sorted(tp for tp in followers if tp.topic == OFFSETS_TOPIC):
+            if self._loaded.pop(tp.partition, None) is not None:
                 logger.info("Unloading the groups of %s (no longer its leader)", tp)
                 self._apply(self.core.unload_groups(tp.partition, now_ms))
-        for tp, leader_epoch in sorted(leaders.items()):
-            if tp.topic != OFFSETS_TOPIC:
-                continue
+        offsets_leaders = [(tp, epoch) for tp, epoch in leaders.items() if tp.topic == OFFSETS_TOPIC]
+        for tp, leader_epoch in sorted(offsets_leaders):
             if self._loaded.get(tp.partition) == leader_epoch:
                 continue
             self._loaded[tp.partition] = leader_epoch

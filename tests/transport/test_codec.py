@@ -56,6 +56,16 @@ def test_decoder_returns_every_message_when_fed_at_every_split_point():
         assert decoder.buffered == 0
 
 
+def test_decoder_records_each_message_body_size_however_the_bytes_arrive():
+    """What a server's queued.max.request.bytes counts per request."""
+    stream = encode_frames(MESSAGES)
+    bodies = [len(pack(message)) for message in MESSAGES]
+    decoder = FrameDecoder()
+    for i in range(0, len(stream), 7):
+        decoder.feed(stream[i : i + 7])
+    assert decoder.frame_sizes == bodies
+
+
 def test_decoder_handles_every_pair_of_split_points():
     stream = encode_frames(MESSAGES[:3])
     for first in range(len(stream) + 1):
