@@ -204,7 +204,9 @@ class GroupCoordinator:
             if self._loaded.pop(tp.partition, None) is not None:
                 logger.info("Unloading the groups of %s (no longer its leader)", tp)
                 self._apply(self.core.unload_groups(tp.partition, now_ms))
-        offsets_leaders = [(tp, epoch) for tp, epoch in leaders.items() if tp.topic == OFFSETS_TOPIC]
+        offsets_leaders = [
+            (tp, epoch) for tp, epoch in leaders.items() if tp.topic == OFFSETS_TOPIC
+        ]
         for tp, leader_epoch in sorted(offsets_leaders):
             if self._loaded.get(tp.partition) == leader_epoch:
                 continue
