@@ -571,7 +571,9 @@ class KafkaController:
         )
         elected = await psm.trigger_online_partition_state_change()
         await self.replica_state_machine.handle_state_changes(
-            not_for_deletion, ReplicaState.OFFLINE_REPLICA
+            not_for_deletion,
+            ReplicaState.OFFLINE_REPLICA,
+            announced={tp for tp, outcome in elected.items() if isinstance(outcome, LeaderAndIsr)},
         )
         if for_deletion:
             self.context.topics_ineligible_for_deletion |= {tp.topic for tp, _ in for_deletion}

@@ -10,7 +10,7 @@ never emptied, and a removed leader leaves the partition leaderless.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from itertools import groupby
 from typing import Any
 
@@ -56,15 +56,24 @@ class ReplicaStateMachine:
             )
 
     async def handle_state_changes(
-        self, replicas: Iterable[PartitionReplica], target: ReplicaState
+        self,
+        replicas: Iterable[PartitionReplica],
+        target: ReplicaState,
+        *,
+        announced: Collection[TopicPartition] = frozenset(),
     ) -> None:
+        """`announced`: partitions whose new state this controller has just written and
+        sent to every replica after these replicas went offline (the election of the same
+        event); if ZooKeeper still holds that state, going offline tells no one again."""
         replicas = sorted(replicas, key=lambda pr: (pr[1], pr[0]))
         if not replicas:
             return
         self.batch.new_batch()
         try:
             for replica_id, group in groupby(replicas, key=lambda pr: pr[1]):
-                await self._do_handle_state_changes(replica_id, [tp for tp, _ in group], target)
+                await self._do_handle_state_changes(
+                    replica_id, [tp for tp, _ in group], target, announced
+                )
         except ControllerMovedError:
             self.batch.clear()
             raise
@@ -76,7 +85,11 @@ class ReplicaStateMachine:
         self.batch.send(self.context.epoch)
 
     async def _do_handle_state_changes(
-        self, replica_id: int, partitions: list[TopicPartition], target: ReplicaState
+        self,
+        replica_id: int,
+        partitions: list[TopicPartition],
+        target: ReplicaState,
+        announced: Collection[TopicPartition],
     ) -> None:
         context = self.context
         valid = []
@@ -114,7 +127,7 @@ class ReplicaStateMachine:
                             )
                     self._put_state(replica_id, tp, target)
             case _R.OFFLINE_REPLICA:
-                await self._go_offline(replica_id, valid)
+                await self._go_offline(replica_id, valid, announced)
             case _R.REPLICA_DELETION_STARTED:
                 for tp in valid:
                     # Topic deletion waits for the answers; a reassignment deleting the
@@ -135,12 +148,19 @@ class ReplicaStateMachine:
                 for tp in valid:
                     self._put_state(replica_id, tp, target)
 
-    async def _go_offline(self, replica_id: int, partitions: list[TopicPartition]) -> None:
+    async def _go_offline(
+        self,
+        replica_id: int,
+        partitions: list[TopicPartition],
+        announced: Collection[TopicPartition],
+    ) -> None:
         context = self.context
         for tp in partitions:
             self.batch.add_stop_replica([replica_id], tp, delete_partition=False)
         with_leadership = [tp for tp in partitions if tp in context.partition_leadership]
-        updated, failed = await self.remove_replica_from_isr(replica_id, with_leadership)
+        updated, failed, unchanged = await self.remove_replica_from_isr(
+            replica_id, with_leadership, announced
+        )
         live = sorted(context.live_or_shutting_down_broker_ids)
         for tp in partitions:
             if tp in failed:
@@ -148,18 +168,26 @@ class ReplicaStateMachine:
             if tp in updated and not context.is_topic_queued_for_deletion(tp.topic):
                 recipients = [r for r in context.replicas(tp) if r != replica_id]
                 self.batch.add_leader_and_isr(recipients, tp, updated[tp], context.assignment(tp))
-            else:
+            elif tp not in unchanged:
                 self.batch.add_update_metadata(live, [tp])
             self._put_state(replica_id, tp, _R.OFFLINE_REPLICA)
 
     async def remove_replica_from_isr(
-        self, replica_id: int, partitions: list[TopicPartition]
-    ) -> tuple[dict[TopicPartition, LeaderIsrAndControllerEpoch], set[TopicPartition]]:
+        self,
+        replica_id: int,
+        partitions: list[TopicPartition],
+        announced: Collection[TopicPartition] = frozenset(),
+    ) -> tuple[
+        dict[TopicPartition, LeaderIsrAndControllerEpoch], set[TopicPartition], set[TopicPartition]
+    ]:
         """Removes the replica from each partition's ISR in ZooKeeper, re-reading and
         retrying a write that lost to a concurrent change; returns the partitions whose
-        state changed (with their new state) and those that could not be handled."""
+        state changed (with their new state), those that could not be handled, and those
+        of `announced` still in the state this controller wrote and sent (nothing to tell
+        anyone again)."""
         updated: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         failed: set[TopicPartition] = set()
+        unchanged: set[TopicPartition] = set()
         remaining = partitions
         while remaining:
             to_write = {}
@@ -180,6 +208,10 @@ class ReplicaStateMachine:
                     )
                 if replica_id in state.leader_and_isr.isr:
                     to_write[tp] = decisions.without_replica(state.leader_and_isr, replica_id)
+                elif tp in announced and self._is_cached(tp, state):
+                    # Kafka sends it again; the brokers would ignore it (not a newer leader
+                    # epoch), and 10 000 of them doubled a failover's work.
+                    unchanged.add(tp)
                 else:
                     # Already out (say our own write applied but its reply was lost, so
                     # the retry met BadVersion): the replicas must still hear of this
@@ -211,7 +243,19 @@ class ReplicaStateMachine:
                     tp, outcome, replica_id,
                 )  # fmt: skip
             remaining = sorted(written.to_retry)
-        return updated, failed
+        return updated, failed, unchanged
+
+    def _is_cached(self, tp: TopicPartition, state: LeaderIsrAndControllerEpoch) -> bool:
+        """Whether `state` (read from ZooKeeper) is the one this controller wrote: its
+        cached state, at its own epoch, with the same znode version. A write of ours that
+        applied without our hearing of it (its reply lost) leaves an older cached version,
+        so that state is still sent."""
+        cached = self.context.partition_leadership.get(tp)
+        return (
+            cached is not None
+            and cached.controller_epoch == self.context.epoch
+            and cached.leader_and_isr == state.leader_and_isr
+        )
 
     def _put_state(self, replica_id: int, tp: TopicPartition, target: ReplicaState) -> None:
         current = self.context.replica_state(tp, replica_id)
