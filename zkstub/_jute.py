@@ -326,7 +326,7 @@ class JuteWriter:
         if not isinstance(stat, Stat):
             raise BadArgumentsError(f"{what} must be a Stat, got {type(stat).__name__}")
         try:
-            self._parts.append(_STAT.pack(*attrs.astuple(stat)))
+            self._parts.append(_STAT.pack(*stat.fields()))
         except struct.error as error:
             raise BadArgumentsError(f"{what} does not fit jute's Stat: {error}") from None
 

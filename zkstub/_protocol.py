@@ -33,14 +33,17 @@ EXPIRED_PUSH = "expired"
 
 
 def stat_to_wire(stat: Stat | None) -> list[int] | None:
-    return None if stat is None else list(attrs.astuple(stat))
+    return None if stat is None else list(stat.fields())
+
+
+_INTEGERS = frozenset({int, bool})  # what isinstance(v, int) accepts from msgpack
 
 
 def stat_from_wire(value: Any) -> Stat | None:
     if value is None:
         return None
     well_formed = isinstance(value, list) and len(value) == 11
-    if not well_formed or not all(isinstance(v, int) for v in value):
+    if not well_formed or not set(map(type, value)) <= _INTEGERS:
         raise BadArgumentsError(f"malformed stat {value!r}")
     return Stat(*value)
 

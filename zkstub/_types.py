@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import operator
 
 import attrs
 
@@ -24,6 +25,13 @@ class Stat:
     dataLength: int
     numChildren: int
     pzxid: int
+
+    def fields(self) -> tuple[int, ...]:
+        """The eleven numbers in ZooKeeper's order (what both wire formats carry)."""
+        return _STAT_FIELDS(self)
+
+
+_STAT_FIELDS = operator.attrgetter(*(field.name for field in attrs.fields(Stat)))
 
 
 class EventType(enum.Enum):
