@@ -66,8 +66,7 @@ def _sent_for_partition(sent):
     return sorted(
         (api_key.name, broker)
         for broker, api_key, request, _ in sent
-        if api_key in (ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA)
-        and request.partition_states
+        if api_key in (ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA) and request.partition_states
     )
 
 
