@@ -2,7 +2,8 @@
 `kcore version`, `kcore demo`, `kcore dump-log FILE...` (Kafka's kafka-dump-log.sh), and
 Kafka's tools speaking to brokers through kcore's clients (`kcore topics`, `kcore configs`,
 `kcore leader-election`, `kcore console-producer`, `kcore console-consumer`,
-`kcore consumer-groups`, `kcore acls`: `kcore.tools`), and `kcore zookeeper-shell` (zkCli)."""
+`kcore consumer-groups`, `kcore acls`: `kcore.tools`), `kcore zookeeper-shell` (zkCli), and
+`kcore security init` (the key material and settings of a secured local cluster)."""
 
 from __future__ import annotations
 
@@ -122,6 +123,12 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_security_init(args: argparse.Namespace) -> int:
+    from kcore.tools.security_init import run
+
+    return run(args)
+
+
 def _configure_logging(command: str, args: argparse.Namespace, default_level: str) -> bool:
     """The --log-level / --log-config / --log-format flags; False (and why, on stderr) for
     a log config file that cannot be used."""
@@ -197,6 +204,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     log_config.add_arguments(broker, default_level="INFO")
     broker.set_defaults(run=_cmd_broker)
+    from kcore.tools import security_init
+
+    security = commands.add_parser("security", help="secure a cluster (kcore security init)")
+    security_commands = security.add_subparsers(dest="security_command", required=True)
+    init = security_commands.add_parser(
+        "init", help="write a CA, keys and settings for a secured local cluster"
+    )
+    security_init.add_arguments(init)
+    init.set_defaults(run=_cmd_security_init)
     from kcore.tools import TOOLS
 
     for tool in TOOLS:

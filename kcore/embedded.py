@@ -30,7 +30,8 @@ import transport
 import zkstub
 from kcore.client import Admin, Consumer, Producer
 from kcore.common import EndPoint
-from kcore.config import KafkaConfig
+from kcore.config import ConfigError, KafkaConfig
+from kcore.config._broker import parse_http_listener
 from kcore.errors import NotControllerError
 from kcore.server.broker import BrokerServer
 from kcore.server.log_manager import MemoryLogStorage
@@ -66,6 +67,21 @@ def broker_node(broker_id: int) -> str:
 
 def _address(endpoint: EndPoint) -> str:
     return f"{endpoint.host}:{endpoint.port}"
+
+
+async def _serve_zookeeper_metrics(
+    server: zkstub.ZkServer,
+    host: str,
+    port: int,
+    *,
+    task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """What `zkstub serve --http` serves: the server's `mntr` numbers at /metrics under
+    ZooKeeper's Prometheus names, on real TCP. zkstub's public surface does not offer it
+    yet, hence its CLI's own pieces."""
+    from zkstub._metrics_http import serve_metrics
+
+    await serve_metrics(host or "0.0.0.0", port, server._facts, task_status=task_status)
 
 
 # -- one broker ---------------------------------------------------------------------------
@@ -158,6 +174,11 @@ class Cluster:
     _zk_settings: dict[str, Any]  # to start it again the same way
     external_zookeeper: str | None = None  # its connect string, when not embedded
     zk_server: Any = None  # the embedded zkstub server
+    # Where the embedded zkstub serves /metrics, as bound (None: not asked for; see
+    # `open_cluster`'s zookeeper_http_listener), and where it is asked to (a restart keeps
+    # the port first bound).
+    zookeeper_http_address: tuple[str, int] | None = None
+    zookeeper_http: tuple[str, int] | None = None
     brokers: dict[int, BrokerServer] = attrs.field(factory=dict)
     _zk: Any = None  # a zkstub client of the cluster's own
     _zk_scope: trio.CancelScope | None = None
@@ -262,10 +283,20 @@ class Cluster:
         async def run(task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
             with scope:
                 async with zkstub.open_server(**self._zk_settings) as server:
-                    task_status.started(server)
-                    await trio.sleep_forever()
+                    async with trio.open_nursery() as nursery:
+                        http = None
+                        if self.zookeeper_http is not None:
+                            http = await nursery.start(
+                                _serve_zookeeper_metrics, server, *self.zookeeper_http
+                            )
+                        task_status.started((server, http))
+                        await trio.sleep_forever()
 
-        self.zk_server = await self._nursery.start(run, name="zookeeper")
+        self.zk_server, self.zookeeper_http_address = await self._nursery.start(
+            run, name="zookeeper"
+        )
+        if self.zookeeper_http_address is not None:
+            self.zookeeper_http = self.zookeeper_http_address
         self._zk_scope = scope
 
     # -- clients --------------------------------------------------------------------------
@@ -418,6 +449,7 @@ async def open_cluster(
     data_dir: pathlib.Path | str | None = None,
     broker_config: Mapping[str, Any] | None = None,
     zookeeper_connect: str | None = None,
+    zookeeper_http_listener: str | None = None,
     network: transport.Network | None = None,
     rng: random.Random | None = None,
 ) -> AsyncIterator[Cluster]:
@@ -428,7 +460,23 @@ async def open_cluster(
 
     `data_dir` holds the brokers' logs and ZooKeeper's data: open the cluster on the same
     directory again and its topics and records are there. A temporary directory, removed
-    on exit, when None. `broker_config`: Kafka settings for every broker."""
+    on exit, when None. `broker_config`: Kafka settings for every broker.
+
+    `zookeeper_http_listener="http://host:port"` has the embedded zkstub serve /metrics
+    there as `zkstub serve --http` does (ZooKeeper's Prometheus names; port 0 picks one),
+    as the brokers' `http.listener` does theirs: `cluster.zookeeper_http_address` is
+    where, as bound."""
+    zookeeper_http = None
+    if zookeeper_http_listener is not None:
+        if zookeeper_connect is not None:
+            raise ValueError(
+                "zookeeper_http_listener serves the embedded ZooKeeper's metrics; "
+                f"{zookeeper_connect} is not embedded"
+            )
+        try:
+            zookeeper_http = parse_http_listener(zookeeper_http_listener)
+        except ConfigError as error:
+            raise ValueError(f"zookeeper_http_listener: {error}") from None
     async with start_cluster(
         Cluster,
         brokers,
@@ -440,6 +488,7 @@ async def open_cluster(
         tick_time=2.0,  # ZooKeeper's default tickTime
         persist_zookeeper=True,
         zookeeper_connect=zookeeper_connect,
+        zookeeper_http=zookeeper_http,
     ) as cluster:
         await cluster.wait_for_controller()
         try:

@@ -222,6 +222,10 @@ class ZkClientImpl:
     _expired: trio.Event = attrs.field(factory=trio.Event)
     _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _auths: list[tuple[str, bytes]] = attrs.field(factory=list)  # add_auth's, in order
+    # Why the last attempt to connect failed (a refused port, a TLS handshake the server
+    # or this client refused): what a client that gives up waiting says.
+    last_connect_error: str | None = None
+    _failures_told: set[str] = attrs.field(factory=set)  # logged since the last connect
 
     @property
     def session_password(self) -> bytes:
@@ -285,7 +289,11 @@ class ZkClientImpl:
                 await self._handle_expiry()
                 return
             except ConnectionLossError as error:
-                logger.debug("connect failed: %s", error)
+                reason = str(error)
+                if reason not in self._failures_told:  # once per reason, not per retry
+                    self._failures_told.add(reason)
+                    logger.info("connect failed: %s", reason)
+                self.last_connect_error = reason
                 await trio.sleep(backoff * self.rng.uniform(0.8, 1.2))
                 backoff = min(backoff * 2, 1.0)
                 continue
@@ -297,6 +305,7 @@ class ZkClientImpl:
             except ConnectionLossError as error:
                 logger.debug("connection lost while authenticating: %s", error)
             self.session_id, self._password, self.session_timeout = sid, password, timeout
+            self._failures_told.clear()
             self._set_state(ClientState.CONNECTED)
             return
 
@@ -728,7 +737,10 @@ async def open_client(
             await nursery.start(client.run)
         if waiting.cancelled_caught:
             nursery.cancel_scope.cancel()
-            raise ConnectionLossError(f"no ZooKeeper session within {limit}s")
+            reason = client.last_connect_error
+            raise ConnectionLossError(
+                f"no ZooKeeper session within {limit}s" + (f": {reason}" if reason else "")
+            )
         try:
             yield client
         except BaseException:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
@@ -51,13 +52,15 @@ Deliver = Callable[[WatchedEvent | None], None]
 
 @attrs.define(eq=False)
 class ZkServer:
-    """What `open_server` yields: `address`, the test hooks `await expire_session(sid)` and
-    `drop_connections(sid)`, `connect_local(...)`, and `write_snapshot()`."""
+    """What `open_server` yields: `address` (and `secure_address`, the TLS port's), the
+    test hooks `await expire_session(sid)` and `drop_connections(sid)`,
+    `connect_local(...)`, and `write_snapshot()`."""
 
     tree: DataTree
     sessions: SessionTable
     tick_time: float
     address: Any = None
+    secure_address: Any = None  # ZooKeeper's secureClientPort: the same service in TLS
     _deliver: dict[int, Deliver] = attrs.field(factory=dict)
     _held: dict[int, list[WatchedEvent]] = attrs.field(factory=dict)
     _connections: dict[int, Any] = attrs.field(factory=dict)  # each has close()
@@ -595,6 +598,9 @@ async def open_server(
     truncate_corrupt_log: bool = False,
     four_letter_words: str | Iterable[str] | None = None,
     super_digest: str | None = None,
+    tls: ssl.SSLContext | None = None,
+    secure_address: Any = None,
+    plaintext: bool = True,
 ) -> AsyncIterator[ZkServer]:
     """A zkstub server. With `network`, it listens on `address` (default 127.0.0.1, a free
     port); without, it serves only `connect_local` clients. Negotiated session timeouts are
@@ -618,7 +624,17 @@ async def open_server(
     default `srvr`). `super_digest` is ZooKeeper's
     zookeeper.DigestAuthenticationProvider.superDigest ("super:" and the base64 SHA-1 of
     "super:password", `zkstub.digest`): a connection authenticated with that digest passes
-    every ACL check."""
+    every ACL check.
+
+    With `tls` (a server context, `zkstub.tls.TlsSettings.server_context()`), the server also
+    listens on `secure_address` (default 127.0.0.1, a free port: ZooKeeper's
+    secureClientPort) and serves there, in TLS, everything the plain port serves; without
+    `plaintext` (ZooKeeper's clientPort left out) it listens in TLS only."""
+    if tls is not None and network is not None and not hasattr(network, "with_tls"):
+        raise ValueError(f"a secure client port needs a network that does TLS (real TCP); "
+                         f"{type(network).__name__} does not")  # fmt: skip
+    if not plaintext and (tls is None or network is None):
+        raise ValueError("a server without its plain client port needs a secure one (tls)")
     whitelist = fourlw.parse_whitelist(four_letter_words)
     tree = DataTree(clock=lambda: int(clock() * 1000))
     sessions = SessionTable(
@@ -651,8 +667,18 @@ async def open_server(
                 has_session=server._has_session,
             )
             server.connection_guard = guard
-            listener = await nursery.start(network.serve, address or ("127.0.0.1", 0), guard.handle)
-            server.address = listener.address
+            if plaintext:
+                listener = await nursery.start(
+                    network.serve, address or ("127.0.0.1", 0), guard.handle
+                )
+                server.address = listener.address
+            if tls is not None:
+                secure = await nursery.start(
+                    network.with_tls(tls).serve, secure_address or ("127.0.0.1", 0), guard.handle
+                )
+                server.secure_address = secure.address
+                server.config_facts["secureClientPort"] = str(secure.address[1])
+                logger.info("binding to port %s:%d (secure)", *secure.address)
         try:
             yield server
         finally:

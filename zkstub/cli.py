@@ -6,6 +6,8 @@ zookeeper-shell` runs (Kafka's zookeeper-shell.sh).
         [--min-session-timeout S] [--max-session-timeout S] [--max-client-cnxns 60]
         [--sessionless-timeout 10] [--jute-maxbuffer 1048575] [--max-outbound-bytes 16777216]
         [--4lw-commands-whitelist srvr,ruok] [--super-digest super:BASE64SHA1]
+        [--secure-port 2281 --ssl-keystore-location server.pem
+         [--ssl-truststore-location ca.pem] [--ssl-client-auth need|want|none] ...]
         [--truncate-corrupt-log] [--http HOST:PORT]
         [--log-level [LOGGER=]LEVEL]... [--log-config FILE] [--log-format text|json]
     python -m zkstub shell HOST:PORT[/chroot] ls|get|stat|create|set|delete PATH [DATA]
@@ -21,6 +23,7 @@ import argparse
 import contextlib
 import logging
 import re
+import ssl
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -58,6 +61,7 @@ from zkstub._types import (
     WatchedEvent,
     WatcherType,
 )
+from zkstub.tls import CLIENT_AUTH, TlsSettings, TlsSettingsError
 
 COMMANDS = ("ls", "get", "stat", "create", "set", "delete")  # `python -m zkstub shell`'s
 
@@ -484,8 +488,11 @@ class ZkCli:
     out: TextIO
     err: TextIO
     program: str = "zkCli"
-    network: Any = None
+    network: Any = None  # in TLS for a secure client port (`transport.TcpNetwork.with_tls`)
     default_scheme: str = "jute"
+    # (scheme, credential) added on every session before any command (zkCli's addauth,
+    # given once for the whole run: an operator's digest on a cluster with ACLs).
+    auth: tuple[tuple[str, bytes], ...] = ()
     client: Any = None
     history: dict[int, str] = attrs.field(factory=dict)
     command_count: int = 0
@@ -529,6 +536,11 @@ class ZkCli:
                 open_session(server, session_timeout=self.session_timeout,
                              network=self.network, default_scheme=self.default_scheme)
             )  # fmt: skip
+            for scheme, credential in self.auth:
+                try:
+                    await client.add_auth(scheme, credential)
+                except ZkError as error:  # the credential is not in the message
+                    raise ShellError(f"{server} refused {scheme} authentication: {error}") from None
         except BaseException:
             await stack.aclose()
             raise
@@ -1019,20 +1031,27 @@ async def shell(connect_string: str, command: str, path: str, data: str | None) 
 
 
 async def serve(
-    host: str, port: int, data_dir: str | None, tick_time: float,
+    host: str, port: int | None, data_dir: str | None, tick_time: float,
     truncate_corrupt_log: bool = False, http: tuple[str, int] | None = None,
+    tls: ssl.SSLContext | None = None, secure_port: int | None = None,
     **limits: float | None,
 ) -> None:  # fmt: skip
     """`limits`: open_server's min/max_session_timeout, max_client_cnxns,
     sessionless_timeout, max_outbound_bytes, jute_maxbuffer, four_letter_words and
     super_digest. `http`:
-    where to serve `/metrics` (ZooKeeper's Prometheus names), None for nowhere."""
+    where to serve `/metrics` (ZooKeeper's Prometheus names), None for nowhere. `tls` and
+    `secure_port`: ZooKeeper's secureClientPort; `port` None: no plain port."""
     async with open_server(
-        network=transport.TcpNetwork(), address=(host, port), data_dir=data_dir,
+        network=transport.TcpNetwork(), address=(host, port or 0), data_dir=data_dir,
         tick_time=tick_time, seed=time.time_ns(),  # distinct session ids per run
-        truncate_corrupt_log=truncate_corrupt_log, **limits,
+        truncate_corrupt_log=truncate_corrupt_log, tls=tls,
+        secure_address=(host, secure_port or 0), plaintext=port is not None, **limits,
     ) as server:  # fmt: skip
-        print(f"zkstub serving on {server.address[0]}:{server.address[1]}", flush=True)
+        if server.address is not None:
+            print(f"zkstub serving on {server.address[0]}:{server.address[1]}", flush=True)
+        if server.secure_address is not None:
+            host, bound = server.secure_address
+            print(f"zkstub serving TLS on {host}:{bound}", flush=True)
         async with trio.open_nursery() as nursery:
             if http is not None:
                 bound = await nursery.start(serve_metrics, *http, server._facts)
@@ -1063,12 +1082,90 @@ def _http_address(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """ZooKeeper's secure client port and its ssl.* settings (`zkstub.tls`), PEM only."""
+    group = parser.add_argument_group(
+        "TLS (ZooKeeper's secureClientPort and ssl.* settings, PEM key material)"
+    )
+    group.add_argument(
+        "--secure-port", type=int, default=None, metavar="PORT",
+        help="secureClientPort: serve the same tree in TLS on this port too (0 picks one)",
+    )  # fmt: skip
+    group.add_argument(
+        "--ssl-keystore-location", default=None, metavar="FILE",
+        help="ssl.keyStore.location: a PEM file with the private key and its certificate chain",
+    )  # fmt: skip
+    group.add_argument(
+        "--ssl-keystore-password-path", default=None, metavar="FILE",
+        help="ssl.keyStore.passwordPath: a file holding the password of an encrypted key",
+    )  # fmt: skip
+    group.add_argument("--ssl-keystore-type", default=None, help="ssl.keyStore.type: PEM")
+    group.add_argument(
+        "--ssl-truststore-location", default=None, metavar="FILE",
+        help="ssl.trustStore.location: PEM certificates of the CAs clients' certificates are "
+        "checked against (default: the system's)",
+    )  # fmt: skip
+    group.add_argument("--ssl-truststore-type", default=None, help="ssl.trustStore.type: PEM")
+    group.add_argument(
+        "--ssl-client-auth", default="need", choices=tuple(CLIENT_AUTH),
+        help="ssl.clientAuth: must a client present a trusted certificate (need, "
+        "ZooKeeper's default), may it (want), or not (none)",
+    )  # fmt: skip
+    group.add_argument("--ssl-protocol", default="TLSv1.2", help="ssl.protocol (TLSv1.2)")
+    group.add_argument(
+        "--ssl-enabled-protocols", default="TLSv1.2,TLSv1.3",
+        help="ssl.enabledProtocols (zkstub's default TLSv1.2,TLSv1.3; ZooKeeper's is "
+        "ssl.protocol alone)",
+    )  # fmt: skip
+
+
+_TLS_OPTIONS = (
+    "ssl_keystore_location", "ssl_keystore_password_path", "ssl_keystore_type",
+    "ssl_truststore_location", "ssl_truststore_type",
+)  # fmt: skip
+
+
+def server_tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """The secure client port's context from `serve`'s flags, None without --secure-port;
+    TlsSettingsError naming what cannot be used."""
+    if args.secure_port is None:
+        given = [name for name in _TLS_OPTIONS if getattr(args, name) is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise TlsSettingsError(f"{flag} is set but --secure-port is not: nothing would use it")
+        return None
+    password = None
+    if args.ssl_keystore_password_path is not None:
+        try:
+            with open(args.ssl_keystore_password_path, encoding="utf-8") as file:
+                password = file.read().rstrip("\r\n")
+        except OSError as error:
+            raise TlsSettingsError(
+                f"cannot read ssl.keyStore.passwordPath {args.ssl_keystore_password_path}: "
+                f"{error.strerror}"
+            ) from None
+    return TlsSettings(
+        keystore_location=args.ssl_keystore_location,
+        keystore_password=password,
+        keystore_type=args.ssl_keystore_type,
+        truststore_location=args.ssl_truststore_location,
+        truststore_type=args.ssl_truststore_type,
+        client_auth=args.ssl_client_auth,
+        protocol=args.ssl_protocol,
+        enabled_protocols=tuple(p.strip() for p in args.ssl_enabled_protocols.split(",") if p),
+    ).server_context()
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m zkstub")
     commands = parser.add_subparsers(dest="mode", required=True)
     serve_parser = commands.add_parser("serve", help="run a zkstub server over TCP")
     serve_parser.add_argument("--host", default="127.0.0.1")
-    serve_parser.add_argument("--port", type=int, default=2181)
+    serve_parser.add_argument(
+        "--port", type=int, default=None,
+        help="ZooKeeper's clientPort (0 picks a free one); default 2181, or none when "
+        "--secure-port is given alone",
+    )  # fmt: skip
     serve_parser.add_argument("--data-dir", default=None)
     serve_parser.add_argument("--tick-time", type=_positive(float), default=2.0)
     # ZooKeeper's settings of the same names; session timeouts in seconds.
@@ -1089,6 +1186,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "that adds digest auth super:PASSWORD whose digest this is passes every ACL "
         "(python -c \"import zkstub; print(zkstub.digest('super:PASSWORD'))\")",
     )  # fmt: skip
+    _add_tls_arguments(serve_parser)
     serve_parser.add_argument(
         "--truncate-corrupt-log", action="store_true",
         help="start even if a transaction log is corrupt, dropping it from the damage on "
@@ -1122,6 +1220,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             else logging.Formatter("%(asctime)s %(name)s %(message)s"),
         )
         try:
+            tls = server_tls(args)
+        except TlsSettingsError as error:
+            print(f"zkstub: {error}", file=sys.stderr)
+            return 2
+        # ZooKeeper's clientPort may be left out when a secureClientPort is given.
+        port = 2181 if args.port is None and tls is None else args.port
+        try:
             limits = {
                 name: getattr(args, name)
                 for name in (
@@ -1132,8 +1237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             }  # fmt: skip
             trio.run(
                 partial(serve, truncate_corrupt_log=args.truncate_corrupt_log, http=args.http,
-                        **limits),
-                args.host, args.port, args.data_dir, args.tick_time,
+                        tls=tls, secure_port=args.secure_port, **limits),
+                args.host, port, args.data_dir, args.tick_time,
             )  # fmt: skip
         except KeyboardInterrupt:
             pass

@@ -160,8 +160,22 @@ BROKER_DEFINITIONS: dict[str, ConfigDef] = {
         ConfigDef("authorizer.class.name", "string", ""),
         ConfigDef("super.users", "string", None),
         ConfigDef("allow.everyone.if.no.acl.found", "bool", False),
+        # TLS to ZooKeeper (Kafka's zookeeper.ssl.*, kcore.security.tls.zookeeper_context):
+        # PEM files only; what kcore cannot honour is refused (`_unsupported`).
+        ConfigDef("zookeeper.ssl.client.enable", "bool", False),
+        ConfigDef("zookeeper.clientCnxnSocket", "string", None),
+        ConfigDef("zookeeper.ssl.keystore.location", "string", None),
         ConfigDef("zookeeper.ssl.keystore.password", "password", None),
+        ConfigDef("zookeeper.ssl.keystore.type", "string", None),
+        ConfigDef("zookeeper.ssl.truststore.location", "string", None),
         ConfigDef("zookeeper.ssl.truststore.password", "password", None),
+        ConfigDef("zookeeper.ssl.truststore.type", "string", None),
+        ConfigDef("zookeeper.ssl.protocol", "string", "TLSv1.2"),
+        ConfigDef("zookeeper.ssl.enabled.protocols", "list", None),
+        ConfigDef("zookeeper.ssl.cipher.suites", "list", None),
+        ConfigDef("zookeeper.ssl.endpoint.identification.algorithm", "string", "HTTPS"),
+        ConfigDef("zookeeper.ssl.crl.enable", "bool", False),
+        ConfigDef("zookeeper.ssl.ocsp.enable", "bool", False),
     )
 }
 

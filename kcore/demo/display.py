@@ -1,5 +1,7 @@
 """How the demo shows itself: a live view on a terminal (rich), plain timestamped lines
-otherwise (pipes, CI logs)."""
+otherwise (pipes, CI logs). Both show the brokers' own numbers from their /metrics
+(under-replicated and offline partitions, leader counts, log end offsets, messages in)
+beside the workload's (records acked and consumed)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import sys
 import time
 from typing import TextIO
 
-from kcore.demo.model import NO_LEADER, Verdict
+from kcore.demo.model import NO_LEADER, ClusterView, Verdict, messages_in_per_second
 from kcore.demo.runner import Display, Progress
 
 STATUS_EVERY = 5.0  # seconds between status lines in plain mode
@@ -25,6 +27,31 @@ def _rates(progress: Progress, window: dict) -> tuple[float, float]:
         return window.get("rates", (0.0, 0.0))
     window["rates"] = ((acked - old_acked) / elapsed, (consumed - old_consumed) / elapsed)
     return window["rates"]
+
+
+def status_line(progress: Progress, produced: float, consumed: float) -> str:
+    """The plain display's status: the workload's counts and rates, then the cluster's."""
+    errors = sum(progress.send_errors.values())
+    line = (
+        f"status: acked {len(progress.acked)} ({produced:.0f}/s), consumed "
+        f"{len(progress.consumed)} ({consumed:.0f}/s), send errors {errors}"
+    )
+    view = progress.view
+    if view is None:
+        return line
+    offline = [p for p, s in sorted(view.partitions.items()) if s.leader == NO_LEADER]
+    appended = messages_in_per_second(progress.previous_view, view)
+    return (
+        f"{line}; brokers: messages in {appended:.0f}/s, under-replicated partitions "
+        f"{view.under_replicated}, offline partitions {view.offline_partitions}"
+        + (f" {offline}" if offline else "")
+    )
+
+
+def _metric(view: ClusterView, broker: int, read) -> str:
+    """A broker's number from its /metrics, `-` when it did not answer (down)."""
+    metrics = view.brokers.get(broker)
+    return "-" if metrics is None else str(read(metrics))
 
 
 class PlainDisplay(Display):
@@ -46,16 +73,7 @@ class PlainDisplay(Display):
             return
         self._last_status = now
         produced, consumed = _rates(progress, self._window)
-        view = progress.view
-        offline = (
-            [p for p, s in sorted(view.partitions.items()) if s.leader == NO_LEADER] if view else []
-        )
-        errors = sum(progress.send_errors.values())
-        self._line(
-            f"status: acked {len(progress.acked)} ({produced:.0f}/s), consumed "
-            f"{len(progress.consumed)} ({consumed:.0f}/s), send errors {errors}, "
-            f"offline partitions {offline or 'none'}",
-        )
+        self._line(status_line(progress, produced, consumed))
 
     def verdict(self, verdict: Verdict) -> None:
         print("", file=self.out)
@@ -105,10 +123,10 @@ class LiveDisplay(Display):
 
         view = progress.view
         brokers = Table(title="brokers", expand=False)
-        for column in ("id", "state", "role"):
+        for column in ("id", "state", "role", "leaders", "under-replicated"):
             brokers.add_column(column)
         partitions = Table(title="topic demo", expand=False)
-        for column in ("partition", "leader", "epoch", "replicas", "ISR", "HW"):
+        for column in ("partition", "leader", "epoch", "replicas", "ISR", "HW", "LEO"):
             partitions.add_column(column)
         if view is not None:
             ids = sorted(
@@ -121,15 +139,20 @@ class LiveDisplay(Display):
                     if broker == view.controller
                     else ""
                 )
-                brokers.add_row(str(broker), "[green]up[/]" if up else "[red]down[/]", role)
+                brokers.add_row(
+                    str(broker), "[green]up[/]" if up else "[red]down[/]", role,
+                    _metric(view, broker, lambda m: m.leaders),
+                    _metric(view, broker, lambda m: m.under_replicated),
+                )  # fmt: skip
             for partition, state in sorted(view.partitions.items()):
                 leader = "[red]none[/]" if state.leader == NO_LEADER else str(state.leader)
                 short = len(state.isr) < len(state.replicas)
                 isr = f"[yellow]{list(state.isr)}[/]" if short else str(list(state.isr))
                 hw = "?" if state.high_watermark is None else str(state.high_watermark)
+                leo = "?" if state.log_end_offset is None else str(state.log_end_offset)
                 partitions.add_row(
                     str(partition), leader, str(state.leader_epoch),
-                    str(list(state.replicas)), isr, hw,
+                    str(list(state.replicas)), isr, hw, leo,
                 )  # fmt: skip
         produced, consumed = _rates(progress, self._window)
         errors = sum(progress.send_errors.values())
@@ -138,6 +161,12 @@ class LiveDisplay(Display):
         numbers.add_row("acked (acks=all)", f"{len(progress.acked)}  ({produced:.0f}/s)")
         numbers.add_row("consumed", f"{len(progress.consumed)}  ({consumed:.0f}/s)")
         numbers.add_row("send errors", str(errors))
+        if view is not None:
+            appended = messages_in_per_second(progress.previous_view, view)
+            urp, offline = view.under_replicated, view.offline_partitions
+            numbers.add_row("messages in (brokers)", f"{appended:.0f}/s")
+            numbers.add_row("under-replicated", f"[yellow]{urp}[/]" if urp else "0")
+            numbers.add_row("offline partitions", f"[red]{offline}[/]" if offline else "0")
         events = Table(title="cluster events", expand=False, show_header=False)
         events.add_column("t")
         events.add_column("event")

@@ -1,6 +1,13 @@
 """What the demo watches and concludes, without I/O: a snapshot of the cluster, the events
 between two snapshots, how long partitions went without a leader, and the verdict on the
-records (acked vs consumed)."""
+records (acked vs consumed).
+
+A snapshot joins what ZooKeeper says (brokers, controller, each partition's leader and
+ISR: what `kcore topics --describe` shows, from the brokers' metadata) with what each
+broker's `/metrics` says (`BrokerMetrics`, read from the same Prometheus series a Kafka
+dashboard reads: under-replicated and offline partitions, leader counts, log end offsets,
+messages in), so the live view shows the numbers an operator's dashboard would.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,55 @@ import attrs
 
 NO_LEADER = -1
 
+# The Prometheus series the view reads from each broker's /metrics: Kafka's metrics as the
+# JMX exporter's Kafka rules name them (kcore.metrics).
+UNDER_REPLICATED = "kafka_server_replicamanager_underreplicatedpartitions"
+LEADER_COUNT = "kafka_server_replicamanager_leadercount"
+PARTITION_COUNT = "kafka_server_replicamanager_partitioncount"
+ACTIVE_CONTROLLER = "kafka_controller_kafkacontroller_activecontrollercount"
+OFFLINE_PARTITIONS = "kafka_controller_kafkacontroller_offlinepartitionscount"
+MESSAGES_IN = "kafka_server_brokertopicmetrics_messagesin_total"  # {topic}
+LOG_END_OFFSET = "kafka_log_log_logendoffset"  # {topic, partition}
+
+# Prometheus samples by (sample name, sorted (label, value) pairs), as a scrape parses.
+Samples = Mapping[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+@attrs.frozen
+class BrokerMetrics:
+    """What one broker's /metrics said when the demo looked."""
+
+    under_replicated: int  # partitions it leads whose ISR is short (UnderReplicatedPartitions)
+    leaders: int  # LeaderCount
+    partitions: int  # PartitionCount: replicas it hosts
+    active_controller: bool  # ActiveControllerCount
+    offline_partitions: int  # OfflinePartitionsCount (0 unless it is the active controller)
+    messages_in: int  # records appended to the topic since it started (MessagesInPerSec)
+    log_end_offsets: Mapping[int, int]  # the topic's partitions it hosts: LogEndOffset
+
+
+def broker_metrics(samples: Samples, topic: str) -> BrokerMetrics:
+    """The view's numbers in one broker's samples; a series the broker does not have
+    (no controller yet, no record of `topic` appended) counts 0."""
+
+    def value(name: str, **labels: str) -> float:
+        return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+    log_end_offsets = {}
+    for (name, labels), found in samples.items():
+        tags = dict(labels)
+        if name == LOG_END_OFFSET and tags.get("topic") == topic:
+            log_end_offsets[int(tags["partition"])] = int(found)
+    return BrokerMetrics(
+        under_replicated=int(value(UNDER_REPLICATED)),
+        leaders=int(value(LEADER_COUNT)),
+        partitions=int(value(PARTITION_COUNT)),
+        active_controller=value(ACTIVE_CONTROLLER) == 1,
+        offline_partitions=int(value(OFFLINE_PARTITIONS)),
+        messages_in=int(value(MESSAGES_IN, topic=topic)),
+        log_end_offsets=dict(sorted(log_end_offsets.items())),
+    )
+
 
 @attrs.frozen
 class PartitionView:
@@ -20,17 +76,51 @@ class PartitionView:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     high_watermark: int | None = None
+    log_end_offset: int | None = None  # the leader's LogEndOffset, from its /metrics
 
 
 @attrs.frozen
 class ClusterView:
-    """The cluster as ZooKeeper (and the leaders' high watermarks) showed it at `time`."""
+    """The cluster as ZooKeeper (and the leaders' high watermarks) showed it at `time`,
+    and each running broker's /metrics (`brokers`: those that answered)."""
 
     time: float
     live_brokers: frozenset[int]
     controller: int | None
     controller_epoch: int | None
     partitions: Mapping[int, PartitionView]
+    brokers: Mapping[int, BrokerMetrics] = attrs.field(factory=dict)
+
+    @property
+    def under_replicated(self) -> int:
+        """The cluster's under-replicated partitions: the sum of every broker's
+        UnderReplicatedPartitions, as a Kafka dashboard adds them up."""
+        return sum(b.under_replicated for b in self.brokers.values())
+
+    @property
+    def offline_partitions(self) -> int:
+        """OfflinePartitionsCount summed over the brokers (only an active controller's is
+        not 0), as a Kafka dashboard adds it up."""
+        return sum(b.offline_partitions for b in self.brokers.values())
+
+    @property
+    def active_controllers(self) -> list[int]:
+        """The brokers whose ActiveControllerCount is 1 (one, once the cluster settles)."""
+        return sorted(b for b, m in self.brokers.items() if m.active_controller)
+
+
+def messages_in_per_second(old: ClusterView | None, new: ClusterView) -> float:
+    """Records the brokers appended per second between two looks (MessagesInPerSec): each
+    broker's count since the last look, over the brokers in both (a restarted broker counts
+    from 0 again, so its first look after the restart is left out)."""
+    if old is None or new.time <= old.time:
+        return 0.0
+    appended = 0
+    for broker, now in new.brokers.items():
+        before = old.brokers.get(broker)
+        if before is not None and now.messages_in >= before.messages_in:
+            appended += now.messages_in - before.messages_in
+    return appended / (new.time - old.time)
 
 
 def events_between(old: ClusterView | None, new: ClusterView) -> list[str]:

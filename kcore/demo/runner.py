@@ -1,5 +1,11 @@
 """Runs the demo: a cluster, topic `demo`, an acks=all producer and a consumer, the fault
-schedule, a watcher reporting what the cluster does, and the verdict at the end."""
+schedule, a watcher reporting what the cluster does, and the verdict at the end.
+
+The watcher (`Watcher.look`) reads ZooKeeper for who leads what (as the controller wrote
+it, which the brokers' metadata and so `kcore topics --describe` follow), each leader's
+high watermark through ListOffsets (what a consumer's end offsets are), and each running
+broker's /metrics for the rest: the live view shows what a Kafka dashboard would.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import zkstub
 from kcore import errors
 from kcore.common import TopicPartition
 from kcore.demo.model import (
+    BrokerMetrics,
     ClusterView,
     LeaderlessClock,
     PartitionView,
@@ -28,7 +35,7 @@ from kcore.demo.model import (
     pick_leader_to_kill,
 )
 from kcore.demo.schedule import Action, Step, chaos_schedule, describe, shrink_seconds
-from kcore.demo.targets import BROKER_SETTINGS, open_embedded, open_processes
+from kcore.demo.targets import BROKER_SETTINGS, open_embedded, open_processes, open_simulated
 from kcore.zk_client import KafkaZkClient
 
 logger = logging.getLogger("kcore.demo")
@@ -49,6 +56,8 @@ class DemoOptions:
     processes: bool = False  # each broker its own OS process
     data_dir: pathlib.Path | None = None
     rate: float = 200.0  # records per second offered by the producer
+    # The embedded cluster on a simulated network (tests: a trio.run under virtual time).
+    simulated: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.brokers < 1:
@@ -59,6 +68,8 @@ class DemoOptions:
             raise ValueError(f"--duration must be positive, not {self.duration}")
         if self.rate <= 0:
             raise ValueError(f"--rate must be positive, not {self.rate}")
+        if self.simulated and (self.processes or self.zookeeper is not None):
+            raise ValueError("a simulated cluster runs in this process, on its own ZooKeeper")
         if self.zookeeper is not None:
             host, sep, port = self.zookeeper.rpartition(":")
             if not sep or not host or not port.isdigit():
@@ -81,9 +92,12 @@ class Progress:
     consumed: list[tuple[int, int, bytes]] = attrs.field(factory=list)
     send_errors: dict[str, int] = attrs.field(factory=dict)
     view: ClusterView | None = None
+    # The view before `view`, for rates between the two.
+    previous_view: ClusterView | None = None
     events: list[tuple[float, str]] = attrs.field(factory=list)
     started: float = 0.0
     phase: str = "starting"
+    target: Any = None  # what the demo runs on (see kcore.demo.targets), once it is up
 
 
 class Display:
@@ -104,18 +118,13 @@ async def run_demo(options: DemoOptions, display: Display) -> Verdict:
         display.event(progress, text)
 
     progress.started = trio.current_time()
-    async with _open_target(options) as target:
+    async with open_target(options) as target:
+        progress.target = target
         say(
             f"{len(target.broker_ids)} brokers up"
             + (" (one process each)" if options.processes else "")
         )
-        async with target.admin() as admin:
-            await admin.create_topic(
-                TOPIC,
-                partitions=options.partitions,
-                replication_factor=options.replication_factor,
-                config={"min.insync.replicas": str(options.min_insync_replicas)},
-            )
+        await create_topic(target, options)
         say(
             f"topic {TOPIC}: {options.partitions} partitions, RF {options.replication_factor}, "
             f"min.insync.replicas={options.min_insync_replicas}"
@@ -149,14 +158,28 @@ async def run_demo(options: DemoOptions, display: Display) -> Verdict:
         return verdict
 
 
+async def create_topic(target: Any, options: DemoOptions) -> None:
+    """The demo's topic: `options.partitions` partitions, RF up to 3, min ISR up to 2."""
+    async with target.admin() as admin:
+        await admin.create_topic(
+            TOPIC,
+            partitions=options.partitions,
+            replication_factor=options.replication_factor,
+            config={"min.insync.replicas": str(options.min_insync_replicas)},
+        )
+
+
 @contextlib.asynccontextmanager
-async def _open_target(options: DemoOptions) -> AsyncIterator[Any]:
+async def open_target(options: DemoOptions) -> AsyncIterator[Any]:
+    """The cluster `options` ask for, ready (every broker known to the controller)."""
     with contextlib.ExitStack() as stack:
         data_dir = options.data_dir
         if data_dir is None:
             data_dir = pathlib.Path(stack.enter_context(tempfile.TemporaryDirectory("kcore-demo")))
         data_dir.mkdir(parents=True, exist_ok=True)
         opener = open_processes if options.processes else open_embedded
+        if options.simulated:
+            opener = open_simulated
         if options.zookeeper is None:
             async with opener(
                 options.brokers, seed=options.seed, data_dir=data_dir, zookeeper=None
@@ -316,8 +339,73 @@ async def _watch(
     say,
     display: Display,
 ) -> None:
-    zk = KafkaZkClient(target.zk, clock=lambda: 0.0)
-    high_watermarks: dict[int, int] = {}
+    async with open_watcher(target, options, progress.started) as watcher:
+        while True:
+            began = trio.current_time()
+            view = await watcher.look()
+            logger.debug("looked at the cluster in %.3fs", trio.current_time() - began)
+            for text in events_between(progress.view, view):
+                say(text)
+            progress.previous_view, progress.view = progress.view, view
+            leaderless.observe(view)
+            display.refresh(progress)
+            await trio.sleep(WATCH_INTERVAL)
+
+
+@attrs.define(eq=False)
+class Watcher:
+    """Looks at the cluster for the live view (`look`); `open_watcher` makes one."""
+
+    target: Any
+    options: DemoOptions
+    started: float  # trio time the demo started: views are timed from it
+    zk: KafkaZkClient
+    offsets: Any  # a Consumer assigned every partition, asked for their end offsets
+    assignment: dict[int, Any]  # partition -> ReplicaAssignment
+    high_watermarks: dict[int, int] = attrs.field(factory=dict)  # the last known
+
+    async def look(self) -> ClusterView:
+        """ZooKeeper's brokers, controller and partition states; each leader's high
+        watermark (ListOffsets); then each running broker's /metrics, read last, so the
+        view holds them as they are when the caller goes on without waiting."""
+        zk = self.zk
+        live = frozenset(await zk.get_all_brokers())
+        controller = await zk.get_controller_id()
+        epoch = await zk.get_controller_epoch()
+        tps = [TopicPartition(TOPIC, p) for p in range(self.options.partitions)]
+        states = {}
+        for tp in tps:
+            state = await zk.get_partition_state(tp)
+            if state is not None:
+                states[tp.partition] = state.leader_and_isr
+        # Only partitions with a leader: an offline one would hold up the others' lookup.
+        # A lookup that does not answer in time leaves the last high watermarks shown.
+        led = [tp for tp in tps if tp.partition in states and states[tp.partition].leader >= 0]
+        with trio.move_on_after(WATCH_INTERVAL):
+            if led:
+                for tp, offset in (await self.offsets.end_offsets(led)).items():
+                    self.high_watermarks[tp.partition] = offset
+        metrics: dict[int, BrokerMetrics] = await self.target.broker_metrics(TOPIC)
+        partitions = {}
+        for partition, leader_and_isr in sorted(states.items()):
+            leader_metrics = metrics.get(leader_and_isr.leader)
+            partitions[partition] = PartitionView(
+                leader_and_isr.leader,
+                leader_and_isr.leader_epoch,
+                tuple(self.assignment[partition].replicas) if partition in self.assignment else (),
+                tuple(leader_and_isr.isr),
+                self.high_watermarks.get(partition),
+                None if leader_metrics is None else leader_metrics.log_end_offsets.get(partition),
+            )
+        now = trio.current_time() - self.started
+        controller_epoch = None if epoch is None else epoch[0]
+        return ClusterView(now, live, controller, controller_epoch, partitions, metrics)
+
+
+@contextlib.asynccontextmanager
+async def open_watcher(target: Any, options: DemoOptions, started: float) -> AsyncIterator[Watcher]:
+    """A Watcher of the demo topic (which must exist) on `target`."""
+    zk = KafkaZkClient(target.zk, clock=lambda: 0.0)  # it only reads: nothing to stamp
     # Read once: the demo never reassigns (the topic exists before the watch starts).
     found = await zk.get_replica_assignment(TOPIC)
     assignment = {} if found is None else found[1]
@@ -325,50 +413,4 @@ async def _watch(
         # Assigned, so that the consumer looks up these partitions' leaders: it asks each
         # leader's ListOffsets for the high watermark (nothing is polled).
         offsets.assign([TopicPartition(TOPIC, p) for p in range(options.partitions)])
-        while True:
-            began = trio.current_time()
-            view = await _look(zk, options, progress, offsets, high_watermarks, assignment)
-            logger.debug("looked at the cluster in %.3fs", trio.current_time() - began)
-            for text in events_between(progress.view, view):
-                say(text)
-            progress.view = view
-            leaderless.observe(view)
-            display.refresh(progress)
-            await trio.sleep(WATCH_INTERVAL)
-
-
-async def _look(
-    zk: KafkaZkClient,
-    options: DemoOptions,
-    progress: Progress,
-    offsets: Any,
-    high_watermarks: dict[int, int],
-    assignment: dict[int, Any],
-) -> ClusterView:
-    live = frozenset(await zk.get_all_brokers())
-    controller = await zk.get_controller_id()
-    epoch = await zk.get_controller_epoch()
-    tps = [TopicPartition(TOPIC, p) for p in range(options.partitions)]
-    states = {}
-    for tp in tps:
-        state = await zk.get_partition_state(tp)
-        if state is not None:
-            states[tp.partition] = state.leader_and_isr
-    # Only partitions with a leader: an offline one would hold up the others' lookup. A
-    # lookup that does not answer in time leaves the last high watermarks shown.
-    led = [tp for tp in tps if tp.partition in states and states[tp.partition].leader >= 0]
-    with trio.move_on_after(WATCH_INTERVAL):
-        if led:
-            for tp, offset in (await offsets.end_offsets(led)).items():
-                high_watermarks[tp.partition] = offset
-    partitions = {}
-    for partition, leader_and_isr in sorted(states.items()):
-        partitions[partition] = PartitionView(
-            leader_and_isr.leader,
-            leader_and_isr.leader_epoch,
-            tuple(assignment[partition].replicas) if partition in assignment else (),
-            tuple(leader_and_isr.isr),
-            high_watermarks.get(partition),
-        )
-    now = trio.current_time() - progress.started
-    return ClusterView(now, live, controller, None if epoch is None else epoch[0], partitions)
+        yield Watcher(target, options, started, zk, offsets, assignment)

@@ -7,8 +7,10 @@ Kafka rules name Kafka's.
   `RequestMetrics`: RequestsPerSec / TotalTimeMs / LocalTimeMs / RemoteTimeMs /
   ErrorsPerSec around the request handlers; `note_remote_time` and friends: what a
   request's handling tells its RequestMetrics.
-- `register_broker_metrics`: the gauges read from a broker's state at each scrape.
-- `prometheus_series` / `prometheus_families`: the naming (pure); `MetricsCollector`,
+- `register_broker_metrics`: the gauges read from a broker's state at each scrape;
+  `FetchSessionMetrics`: the fetch-session cache's, which the Fetch handler attaches.
+- `prometheus_series` / `prometheus_families`: the naming (pure); `prometheus_samples`:
+  families' samples by name and labels, as a scrape parses them; `MetricsCollector`,
   `prometheus_registry`, `exposition`: prometheus-client's side.
 - `HttpListener`, `metrics_route`: the Trio HTTP server.
 - `console_route`: the web console at `/` (`render_console`, pure; `console_state`, what it
@@ -16,6 +18,7 @@ Kafka rules name Kafka's.
 """
 
 from kcore.metrics._broker import (
+    FetchSessionMetrics,
     IsrChangeMeters,
     ReplicaCounts,
     controller_counts,
@@ -42,6 +45,7 @@ from kcore.metrics._prometheus import (
     exposition,
     prometheus_families,
     prometheus_registry,
+    prometheus_samples,
     prometheus_series,
 )
 from kcore.metrics._requests import (
@@ -59,6 +63,7 @@ __all__ = [
     "QUANTILE_LABELS",
     "BrokerTopicStats",
     "ConsoleState",
+    "FetchSessionMetrics",
     "HttpError",
     "HttpListener",
     "HttpRequest",
@@ -85,6 +90,7 @@ __all__ = [
     "parse_request_head",
     "prometheus_families",
     "prometheus_registry",
+    "prometheus_samples",
     "prometheus_series",
     "register_broker_metrics",
     "render_console",

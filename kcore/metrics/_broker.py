@@ -17,7 +17,10 @@ gauge set (`MetricsRegistry.gauge_set`), one pass over the state for all its gau
 - `kafka.coordinator.group:type=GroupMetadataManager`: NumGroups, NumOffsets and
   NumGroups<State>;
 - `kafka.controller:type=KafkaController`: the gauges the controller does not publish
-  itself (PreferredReplicaImbalanceCount, ActiveBrokerCount, the topic-deletion counts).
+  itself (PreferredReplicaImbalanceCount, ActiveBrokerCount, the topic-deletion counts);
+- `kafka.server:type=FetchSessionCache`: NumIncrementalFetchSessions,
+  NumIncrementalFetchPartitionsCached and the IncrementalFetchSessionEvictionsPerSec meter
+  (`FetchSessionMetrics`, which the Kafka-protocol Fetch handler attaches its cache to).
 
 The counting is plain functions over the state (`replica_counts`, `controller_counts`, ...),
 tested directly.
@@ -248,6 +251,41 @@ def zk_session_gauges(state: str) -> dict[str, float]:
         )
         for name in ZK_SESSION_STATES
     }
+
+
+def fetch_session_gauges(cache: Any) -> dict[str, float]:
+    """The sessions a FetchSessionCache holds and the partitions they cache (both 0 with no
+    cache yet)."""
+    name = lambda n: metric_name(_SERVER, "FetchSessionCache", n)  # noqa: E731
+    return {
+        name("NumIncrementalFetchSessions"): 0 if cache is None else cache.size,
+        name("NumIncrementalFetchPartitionsCached"): 0 if cache is None else cache.total_partitions,
+    }
+
+
+@attrs.define(eq=False)
+class FetchSessionMetrics:
+    """Kafka's `kafka.server:type=FetchSessionCache` metrics, published from the broker's
+    start as Kafka's are, though kcore makes the cache (`kcore.server.fetch_session`) only
+    at the first Kafka-protocol fetch: the gauges read 0 until `attach` gives them one, and
+    the eviction meter counts from then on."""
+
+    registry: MetricsRegistry
+    evictions: Counter = attrs.field(init=False)
+    cache: Any = attrs.field(default=None, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.evictions = self.registry.counter(
+            metric_name(_SERVER, "FetchSessionCache", "IncrementalFetchSessionEvictionsPerSec")
+        )
+        self.registry.gauge_set(
+            "kafka.server:FetchSessionCache", lambda: fetch_session_gauges(self.cache)
+        )
+
+    def attach(self, cache: Any) -> None:
+        """Reports `cache` (a FetchSessionCache) from now on, its evictions included."""
+        self.cache = cache
+        cache.on_eviction = self.evictions.inc
 
 
 def register_broker_metrics(

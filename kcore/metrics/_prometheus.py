@@ -107,12 +107,18 @@ def prometheus_series(name: MetricName, kind: type) -> PrometheusSeries:
     )
 
 
-def prometheus_families(metrics: Iterable[tuple[str, Metric]]) -> list[PrometheusFamily]:
+def prometheus_families(
+    metrics: Iterable[tuple[str, Metric]], *, summaries: bool = True
+) -> list[PrometheusFamily]:
     """The Prometheus families of a registry's metrics (`MetricsRegistry.collect()`), by
     family name. A metric whose name is not Kafka's form is left out, as is one whose
-    family already holds another type (both logged)."""
+    family already holds another type (both logged). Without `summaries`, histograms and
+    timers are left out too (for a reader that wants only counters and gauges: each
+    summary's percentiles cost a sort of its samples)."""
     families: dict[str, PrometheusFamily] = {}
     for text, metric in metrics:
+        if not summaries and isinstance(metric, Histogram | Timer):
+            continue
         try:
             series = prometheus_series(parse_metric_name(text), type(metric))
         except ValueError:
@@ -129,6 +135,19 @@ def prometheus_families(metrics: Iterable[tuple[str, Metric]]) -> list[Prometheu
             continue
         _add_samples(family, series, metric)
     return [families[name] for name in sorted(families)]
+
+
+def prometheus_samples(
+    families: Iterable[PrometheusFamily],
+) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of `families` by (its name, its labels sorted): the same for
+    `prometheus_families` (a registry read now) as for a scrape of /metrics parsed by
+    `prometheus_client.parser.text_string_to_metric_families`."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in families
+        for sample in family.samples
+    }
 
 
 def _add_samples(family: PrometheusFamily, series: PrometheusSeries, metric: Metric) -> None:

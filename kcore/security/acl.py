@@ -107,6 +107,25 @@ OPERATION_NAMES = {
     AclOperation.DESCRIBE_TOKENS: "DescribeTokens",
 }
 PERMISSION_NAMES = {AclPermissionType.ALLOW: "Allow", AclPermissionType.DENY: "Deny"}
+# Kafka's AclEntry.supportedOperations: the operations each resource type has (an ACL may
+# also name ALL), and so the bits of the authorized-operations fields (Metadata,
+# DescribeGroups, DescribeCluster).
+SUPPORTED_OPERATIONS: Mapping[ResourceType, tuple[AclOperation, ...]] = {
+    ResourceType.TOPIC: (
+        AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
+        AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    ResourceType.CLUSTER: (
+        AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    ),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
+    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
+    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
+}  # fmt: skip
 
 # What an ALLOW of each operation allows besides itself (AclOperation's inheritance).
 _IMPLIED_BY = {
@@ -260,6 +279,25 @@ class AclBindingFilter:
 
 
 ANY_ACL = AclBindingFilter()
+
+
+def authorized_operations(
+    authorizer: AclAuthorizer | None,
+    principal: str | None,
+    host: str,
+    resource_type: ResourceType,
+    name: str,
+) -> int:
+    """Kafka's AuthHelper.authorizedOperations: the bit field (bit = operation code) of the
+    resource type's operations the principal may perform on the resource; every one of
+    them without an authorizer."""
+    bits = 0
+    for operation in SUPPORTED_OPERATIONS[resource_type]:
+        if authorizer is None or authorizer.authorize(
+            principal, host, operation, resource_type, name
+        ):
+            bits |= 1 << operation
+    return bits
 
 
 @attrs.define

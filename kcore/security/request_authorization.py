@@ -363,8 +363,9 @@ class RequestAuthorization:
         check = self._topic_check(Op.DELETE)
         return await self._split_kafka(
             request, handler, "topic_names" if by_name else "topics", "responses",
-            # A topic named by id alone is refused: kcore does not resolve ids here.
-            lambda request, name: check(request, name or ""),
+            # A topic named by id alone goes on: the handler resolves the id and checks
+            # DESCRIBE and DELETE on the name (kcore.server.kafka_apis), as Kafka does.
+            lambda request, name: 0 if name is None else check(request, name),
             lambda topic, code: {
                 "name": topic if by_name else topic.get("name"),
                 "topic_id": _ZERO_UUID if by_name else (topic.get("topic_id") or _ZERO_UUID),

@@ -20,9 +20,7 @@ Java's X500Principal.getName() writes it (RFC 2253: `CN=client,OU=eng,O=org`), o
 from __future__ import annotations
 
 import contextlib
-import os
 import ssl
-import tempfile
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -32,6 +30,14 @@ import transport
 from kcore.common import EndPoint
 from kcore.config import ConfigError, Password
 from kcore.config._unsupported import inter_broker_listener_name, security_protocols
+from zkstub.tls import (
+    TlsSettings,
+    TlsSettingsError,
+    load_key_and_chain,
+    load_trusted_certificates,
+    private_file,
+    set_protocol_versions,
+)
 
 PEM = "PEM"
 ANONYMOUS = "User:ANONYMOUS"
@@ -73,7 +79,6 @@ SSL_PASSWORDS = (
     "ssl.truststore.certificates",
 )
 
-TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
@@ -152,6 +157,8 @@ class BrokerTls:
 
     listener_contexts: Mapping[str, ssl.SSLContext] = attrs.field(factory=dict)
     inter_broker_context: ssl.SSLContext | None = None
+    # The client context of the ZooKeeper connection (zookeeper.ssl.client.enable).
+    zookeeper_context: ssl.SSLContext | None = None
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any]) -> BrokerTls:
@@ -170,15 +177,17 @@ class BrokerTls:
                 listener_settings(values, inter_broker),
                 where=f"inter-broker listener {inter_broker}: ",
             )
-        return cls(contexts, client)
+        return cls(contexts, client, zookeeper_context(values))
 
     def check_network(self, network: transport.Network) -> None:
         """ConfigError unless `network` can do TLS where it is needed (the simulated
         network cannot)."""
-        if (self.listener_contexts or self.inter_broker_context) and not hasattr(
-            network, "with_tls"
-        ):
-            names = ", ".join(sorted(self.listener_contexts)) or "the inter-broker listener"
+        if (
+            self.listener_contexts or self.inter_broker_context or self.zookeeper_context
+        ) and not hasattr(network, "with_tls"):
+            names = ", ".join(sorted(self.listener_contexts)) or (
+                "the inter-broker listener" if self.inter_broker_context else "ZooKeeper's"
+            )
             raise ConfigError(
                 f"SSL listeners ({names}) need a network that does TLS (real TCP); "
                 f"{type(network).__name__} does not"
@@ -193,6 +202,41 @@ class BrokerTls:
         channel, a controlled shutdown request): in TLS when the inter-broker listener is
         SSL."""
         return _with_tls(network, self.inter_broker_context)
+
+    def zookeeper_network(self, network: transport.Network) -> Any:
+        """The network the broker reaches ZooKeeper through: in TLS with
+        zookeeper.ssl.client.enable=true."""
+        return _with_tls(network, self.zookeeper_context)
+
+
+def zookeeper_context(values: Mapping[str, Any]) -> ssl.SSLContext | None:
+    """The TLS client context of a broker's ZooKeeper connection from Kafka's
+    `zookeeper.ssl.*` settings (parsed, and checked by `kcore.config`: PEM stores, TLS
+    versions), or None when `zookeeper.ssl.client.enable` is false. The PEM keystore (a
+    client certificate, for a server whose ssl.clientAuth is need or want) is decrypted by
+    zookeeper.ssl.keystore.password, as ZooKeeper's PEM loader does; the server's name is
+    checked when zookeeper.ssl.endpoint.identification.algorithm is HTTPS (the default)."""
+    if not values.get("zookeeper.ssl.client.enable"):
+        return None
+    if values.get("zookeeper.ssl.truststore.password") is not None:
+        raise ConfigError(
+            "zookeeper.ssl.truststore.password cannot be set for a PEM truststore (it has none)"
+        )
+    algorithm = values.get("zookeeper.ssl.endpoint.identification.algorithm") or ""
+    settings = TlsSettings(
+        keystore_location=values.get("zookeeper.ssl.keystore.location"),
+        keystore_password=_secret(values, "zookeeper.ssl.keystore.password"),
+        keystore_type=values.get("zookeeper.ssl.keystore.type"),
+        truststore_location=values.get("zookeeper.ssl.truststore.location"),
+        truststore_type=values.get("zookeeper.ssl.truststore.type"),
+        protocol=values.get("zookeeper.ssl.protocol") or "TLSv1.2",
+        enabled_protocols=tuple(values.get("zookeeper.ssl.enabled.protocols") or ()),
+        hostname_verification=algorithm.upper() == "HTTPS",
+    )
+    try:
+        return settings.client_context()
+    except TlsSettingsError as error:
+        raise ConfigError(f"TLS to ZooKeeper (zookeeper.ssl.*): {error}") from None
 
 
 def _with_tls(network: Any, context: ssl.SSLContext | None) -> Any:
@@ -212,25 +256,23 @@ def _secret(settings: Mapping[str, Any], name: str) -> str | None:
 
 
 def _set_versions(context: ssl.SSLContext, settings: Mapping[str, Any], where: str) -> None:
-    protocol = _get(settings, "ssl.protocol")
-    if protocol not in (*TLS_VERSIONS, "TLS"):
-        raise ConfigError(
-            f"{where}ssl.protocol={protocol} is not supported: kcore speaks TLSv1.2 and TLSv1.3"
+    with _config_error():
+        set_protocol_versions(
+            context,
+            _get(settings, "ssl.protocol"),
+            _get(settings, "ssl.enabled.protocols"),
+            names=("ssl.protocol", "ssl.enabled.protocols"),
+            where=where,
         )
-    enabled = _get(settings, "ssl.enabled.protocols")
-    if isinstance(enabled, str):
-        enabled = [item.strip() for item in enabled.split(",") if item.strip()]
-    if not enabled:  # Kafka: the protocol's own defaults
-        enabled = list(TLS_VERSIONS) if protocol == "TLS" else [protocol]
-    unknown = [version for version in enabled if version not in TLS_VERSIONS]
-    if unknown:
-        raise ConfigError(
-            f"{where}ssl.enabled.protocols={','.join(enabled)} is not supported: kcore enables "
-            f"TLSv1.2 and TLSv1.3 only ({', '.join(unknown)} refused)"
-        )
-    versions = sorted(TLS_VERSIONS[version] for version in enabled)
-    context.minimum_version = versions[0]
-    context.maximum_version = versions[-1]
+
+
+@contextlib.contextmanager
+def _config_error() -> Iterator[None]:
+    """zkstub's TLS helpers' errors as kcore's configuration errors (same message)."""
+    try:
+        yield
+    except TlsSettingsError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _refuse_store_type(kind: str, store_type: str, where: str) -> ConfigError:
@@ -272,7 +314,7 @@ def _load_keystore(context: ssl.SSLContext, settings: Mapping[str, Any], where: 
     if location is not None:
         _load_cert_chain(context, location, key_password, f"{where}the PEM keystore {location}")
     else:
-        with _private_file(f"{key}\n{chain}\n") as path:
+        with private_file(f"{key}\n{chain}\n") as path:
             _load_cert_chain(
                 context, path, key_password,
                 f"{where}ssl.keystore.key + ssl.keystore.certificate.chain",
@@ -281,30 +323,12 @@ def _load_keystore(context: ssl.SSLContext, settings: Mapping[str, Any], where: 
 
 
 def _load_cert_chain(context: ssl.SSLContext, path: str, password: str | None, what: str) -> None:
-    try:
-        # A password given for an unencrypted key is ignored by OpenSSL; none given for an
-        # encrypted key must not make OpenSSL prompt on the terminal.
-        context.load_cert_chain(path, password=password if password is not None else "")
-    except FileNotFoundError:
-        raise ConfigError(f"cannot load {what}: no such file") from None
-    except (ssl.SSLError, OSError, ValueError) as error:
-        reason = getattr(error, "reason", None) or error.__class__.__name__
-        raise ConfigError(
-            f"cannot load {what}: {reason} (a PEM private key, decrypted by ssl.key.password "
-            "if it is encrypted, and its certificate chain)"
-        ) from None
-
-
-@contextlib.contextmanager
-def _private_file(text: str) -> Iterator[str]:
-    """A file only this user can read holding `text`, for as long as the block runs: the
-    ssl module loads a key and chain from files only."""
-    with tempfile.TemporaryDirectory(prefix="kcore-tls-") as directory:
-        path = os.path.join(directory, "keystore.pem")
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
-        yield path
+    with _config_error():
+        load_key_and_chain(
+            context, path, password, what,
+            "a PEM private key, decrypted by ssl.key.password if it is encrypted, and its "
+            "certificate chain",
+        )  # fmt: skip
 
 
 def _load_truststore(context: ssl.SSLContext, settings: Mapping[str, Any], where: str) -> None:
@@ -313,11 +337,8 @@ def _load_truststore(context: ssl.SSLContext, settings: Mapping[str, Any], where
     location = settings.get("ssl.truststore.location")
     certificates = _secret(settings, "ssl.truststore.certificates")
     if certificates is None and location is None:
-        context.load_default_certs(
-            ssl.Purpose.SERVER_AUTH
-            if context.protocol == ssl.PROTOCOL_TLS_CLIENT
-            else ssl.Purpose.CLIENT_AUTH
-        )
+        with _config_error():
+            load_trusted_certificates(context, what="the system's CAs")
         return
     if store_type != PEM:
         raise _refuse_store_type("truststore", _get(settings, "ssl.truststore.type"), where)
@@ -332,16 +353,8 @@ def _load_truststore(context: ssl.SSLContext, settings: Mapping[str, Any], where
         if location is not None
         else f"{where}ssl.truststore.certificates"
     )
-    try:
-        if location is not None:
-            context.load_verify_locations(cafile=location)
-        else:
-            context.load_verify_locations(cadata=certificates)
-    except FileNotFoundError:
-        raise ConfigError(f"cannot load {what}: no such file") from None
-    except (ssl.SSLError, OSError, ValueError) as error:
-        reason = getattr(error, "reason", None) or error.__class__.__name__
-        raise ConfigError(f"cannot load {what}: {reason} (PEM certificates expected)") from None
+    with _config_error():
+        load_trusted_certificates(context, location=location, certificates=certificates, what=what)
 
 
 # -- principals ------------------------------------------------------------------------------

@@ -137,6 +137,10 @@ class KafkaApis:
     group_coordinator: GroupCoordinator | None = None
     # The ACL authorizer (authorizer.class.name), None without one.
     authorizer: AclAuthorizer | None = None
+    # The name of the listener a connection came in on, by the listeners as bound (the
+    # broker's); None: by this broker's registered endpoints, which are the bound ones
+    # unless advertised.listeners says otherwise.
+    listener_name_of: Callable[[transport.ServerConnection], str | None] | None = None
     # Beyond Kafka: the controller epochs this broker obeys, verified in ZooKeeper.
     controller_epochs: ControllerEpochGate = attrs.field(
         default=attrs.Factory(
@@ -280,6 +284,8 @@ class KafkaApis:
     def listener_of(self, connection: transport.ServerConnection) -> str | None:
         """The name of the listener a client connected to (by the port it reached), so that
         metadata names every broker by that same listener, as Kafka answers."""
+        if self.listener_name_of is not None:
+            return self.listener_name_of(connection)
         own = self.metadata_cache.brokers.get(self.broker_id)
         port = connection.connection.local_address[1]
         if own is not None:

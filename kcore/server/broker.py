@@ -27,11 +27,12 @@ import transport
 from actors import MetricsRegistry
 from kcore import errors
 from kcore.common import Broker, EndPoint, TopicPartition
-from kcore.config._unsupported import security_protocols
+from kcore.config._unsupported import advertised_endpoints, security_protocols
 from kcore.controller.controller import KafkaController
 from kcore.coordinator.group import GroupConfig, GroupCoordinatorCore, uuid_member_ids
 from kcore.log_context import broker_logging, controller_logging
 from kcore.metrics import (
+    FetchSessionMetrics,
     HttpListener,
     RequestMetrics,
     StateChangeLog,
@@ -114,6 +115,9 @@ class BrokerServer:
     cluster_id: str | None = attrs.field(default=None, init=False)
     broker_epoch: int = attrs.field(default=-1, init=False)
     endpoints: tuple[EndPoint, ...] = attrs.field(default=(), init=False)
+    # What it registers in /brokers/ids/N, and clients and other brokers are told:
+    # advertised.listeners (else listeners), a port 0 or an empty host as bound.
+    advertised_endpoints: tuple[EndPoint, ...] = attrs.field(default=(), init=False)
     # Where `http.listener` serves /metrics, as bound (None: not configured, or not yet).
     http_address: tuple[str, int] | None = attrs.field(default=None, init=False)
     metadata_cache: MetadataCache = attrs.field(init=False)
@@ -196,7 +200,7 @@ class BrokerServer:
                 self.config.zookeeper_connect,
                 session_timeout=self.config.zookeeper_session_timeout_ms / 1000,
                 connect_timeout=self.config.zookeeper_connection_timeout_ms / 1000,
-                network=network,
+                network=self._tls.zookeeper_network(network),  # zookeeper.ssl.client.enable
                 rng=self.rng,
                 clock=self.clock,
                 secure_acls=self.config.get("zookeeper.set.acl"),
@@ -275,7 +279,8 @@ class BrokerServer:
             await supervisor.start(config_changes.run, name="config-changes")
             authorizer = await self._start_authorizer(supervisor, zk_client)
             self.endpoints = await self._start_listeners(supervisor, network)
-            broker = Broker(self.broker_id, self.endpoints, self.config.broker_rack)
+            self.advertised_endpoints = advertised_endpoints(self.config.values, self.endpoints)
+            broker = Broker(self.broker_id, self.advertised_endpoints, self.config.broker_rack)
             self.broker_epoch = await zk_client.register_broker(broker)
             controller = self.controller = KafkaController(
                 attrs.evolve(broker, epoch=self.broker_epoch),
@@ -326,6 +331,7 @@ class BrokerServer:
                     new_topic_id=self.new_uuid,
                     group_coordinator=group_coordinator,
                     authorizer=authorizer,
+                    listener_name_of=self._listener_of,
                 )
             )
             self.state = BrokerState.RUNNING
@@ -397,7 +403,12 @@ class BrokerServer:
             # Every listener speaks Kafka's protocol too; a connection's first frame says which.
             foreign_protocol=KafkaProtocol(
                 measured(
-                    guard(KafkaProtocolApis(apis).handlers(), kafka_protocol=True),
+                    guard(
+                        KafkaProtocolApis(
+                            apis, fetch_session_metrics=FetchSessionMetrics(self.metrics)
+                        ).handlers(),
+                        kafka_protocol=True,
+                    ),
                     kafka_protocol=True,
                 )
             ),

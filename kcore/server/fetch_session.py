@@ -179,7 +179,10 @@ class FetchSessionCache:
     free slot, else evicts a stale one (unused for `eviction_ms`), else the least valuable
     evictable one if it is worth less than the newcomer (unprivileged before privileged,
     then fewer partitions, then lower id); sessions younger than `eviction_ms` are
-    evictable only by privileged newcomers, and privileged ones only once that old."""
+    evictable only by privileged newcomers, and privileged ones only once that old.
+    `size`, `total_partitions` and `evictions` are what Kafka's FetchSessionCache metrics
+    report (NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached,
+    IncrementalFetchSessionEvictionsPerSec)."""
 
     max_entries: int
     rng: random.Random
@@ -187,6 +190,9 @@ class FetchSessionCache:
     sessions: dict[int, FetchSession] = attrs.field(factory=dict)
     total_partitions: int = 0
     evictions: int = 0
+    # Told of each eviction (the broker's IncrementalFetchSessionEvictionsPerSec meter:
+    # kcore.metrics.FetchSessionMetrics).
+    on_eviction: Callable[[], None] = lambda: None
     # Ordered sets (dicts) of the sessions each kind of newcomer may evict.
     _evictable_by_all: dict[int, FetchSession] = attrs.field(factory=dict, init=False)
     _evictable_by_privileged: dict[int, FetchSession] = attrs.field(factory=dict, init=False)
@@ -237,7 +243,7 @@ class FetchSessionCache:
         if now_ms - stalest.last_used_ms > self.eviction_ms:
             logger.debug("Evicting stale FetchSession %d.", stalest.id)
             self.remove(stalest.id)
-            self.evictions += 1
+            self._evicted()
             return True
         candidates = self._evictable_by_privileged if privileged else self._evictable_by_all
         if not candidates:
@@ -247,8 +253,12 @@ class FetchSessionCache:
             return False
         logger.debug("Evicting %s with %s.", cheapest.evictable_key, key)
         self.remove(cheapest.id)
-        self.evictions += 1
+        self._evicted()
         return True
+
+    def _evicted(self) -> None:
+        self.evictions += 1
+        self.on_eviction()
 
     def remove(self, session_id: int) -> FetchSession | None:
         session = self.sessions.pop(session_id, None)

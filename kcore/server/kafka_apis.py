@@ -33,6 +33,7 @@ from kcore.config import (
     ConfigSourceCode,
 )
 from kcore.coordinator.group import GROUP_API_KEYS
+from kcore.metrics import FetchSessionMetrics
 from kcore.protocol.api_keys import ApiKey
 from kcore.protocol.data import (
     CONSUMER_REPLICA_ID,
@@ -51,8 +52,8 @@ from kcore.protocol.data import (
     ProduceRequest,
 )
 from kcore.security import acl_admin, scram_admin
-from kcore.security.acl import AclOperation, ResourceType
-from kcore.security.request_authorization import RequestAuthorization
+from kcore.security.acl import CLUSTER_NAME, AclOperation, ResourceType, authorized_operations
+from kcore.security.request_authorization import MESSAGES, RequestAuthorization
 from kcore.server.fetch_session import (
     FINAL_EPOCH,
     FetchManager,
@@ -71,6 +72,7 @@ logger = logging.getLogger("kcore.server.kafka_apis")
 _ZERO_UUID = uuid.UUID(int=0)
 _INT32_MAX = 2**31 - 1
 _NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's "not requested" marker
+_DESCRIBE_GROUPS_KEY = 15
 
 
 def topic_uuid(topic_id: str | None) -> uuid.UUID:
@@ -101,6 +103,8 @@ def _nest(
 @attrs.define(eq=False)
 class KafkaProtocolApis:
     apis: KafkaApis
+    # The broker's FetchSessionCache metrics, given the cache once it is made.
+    fetch_session_metrics: FetchSessionMetrics | None = None
     # KIP-227's fetch sessions, made at the first fetch (so that a broker no Kafka client
     # fetches from draws nothing from its seeded rng).
     _fetch_manager: FetchManager | None = attrs.field(default=None, init=False)
@@ -129,6 +133,8 @@ class KafkaProtocolApis:
                     random.Random(self.apis.rng.getrandbits(64)),
                 )
             )
+            if self.fetch_session_metrics is not None:
+                self.fetch_session_metrics.attach(self._fetch_manager.cache)
         return self._fetch_manager
 
     def handlers(self) -> dict[int, transport.Handler]:
@@ -194,6 +200,15 @@ class KafkaProtocolApis:
             unknown = topic.error_code == errors.UnknownTopicOrPartitionError.code
             if auto_create and unknown and topic.name and topic.name not in created:
                 created[topic.name] = await self.apis.auto_create_topic(topic.name)
+        # Metadata v8+: the operations the principal may perform (Kafka's
+        # authorizedOperations), on each topic when asked, on the cluster when asked up to v10
+        # (DescribeCluster's since).
+        topic_operations = request.api_version >= 8 and body.get(
+            "include_topic_authorized_operations", False
+        )
+        cluster_operations = _NO_AUTHORIZED_OPERATIONS
+        if 8 <= request.api_version <= 10 and body.get("include_cluster_authorized_operations"):
+            cluster_operations = self._cluster_authorized_operations(request)
         topics = []
         for topic in described.topics:
             topics.append(
@@ -214,7 +229,11 @@ class KafkaProtocolApis:
                         }
                         for p in topic.partitions
                     ],
-                    "topic_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+                    "topic_authorized_operations": self._authorized_operations(
+                        request, ResourceType.TOPIC, topic.name
+                    )
+                    if topic_operations
+                    else _NO_AUTHORIZED_OPERATIONS,
                 }
             )
         return {
@@ -226,8 +245,28 @@ class KafkaProtocolApis:
             "cluster_id": described.cluster_id,
             "controller_id": described.controller_id,
             "topics": topics,
-            "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+            "cluster_authorized_operations": cluster_operations,
         }
+
+    def _authorized_operations(
+        self, request: transport.Request, kind: ResourceType, name: str
+    ) -> int:
+        """The bit field of the operations the request's principal may perform on the
+        resource (every one of its type without an authorizer)."""
+        address = request.connection.peer_address
+        return authorized_operations(
+            self.apis.authorizer, request.connection.context.get("principal"),
+            str(address[0]) if address else "", kind, name,
+        )  # fmt: skip
+
+    def _cluster_authorized_operations(self, request: transport.Request) -> int:
+        """Kafka's: 0 unless the principal may describe the cluster."""
+        authorization = self._authorization
+        if authorization is not None and not authorization.may_cluster(
+            request, AclOperation.DESCRIBE
+        ):
+            return 0
+        return self._authorized_operations(request, ResourceType.CLUSTER, CLUSTER_NAME)
 
     def _topic_name(self, topic_id: uuid.UUID | None) -> str | None:
         if topic_id is None or topic_id == _ZERO_UUID:
@@ -239,7 +278,11 @@ class KafkaProtocolApis:
         return None
 
     async def handle_describe_cluster(self, request: transport.Request) -> dict:
+        body: dict = request.body  # type: ignore[assignment]
         described = self.apis.metadata_response((), self.apis.listener_of(request.connection))
+        operations = _NO_AUTHORIZED_OPERATIONS
+        if body.get("include_cluster_authorized_operations"):
+            operations = self._cluster_authorized_operations(request)
         return {
             "throttle_time_ms": 0,
             "error_code": 0,
@@ -250,7 +293,7 @@ class KafkaProtocolApis:
                 {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
                 for b in described.brokers
             ],
-            "cluster_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+            "cluster_authorized_operations": operations,
         }
 
     # -- produce and fetch ---------------------------------------------------------------
@@ -639,10 +682,23 @@ class KafkaProtocolApis:
         takes the codec's bodies as they are)."""
         coordinator = self.apis.group_coordinator
         assert coordinator is not None  # every broker runs one
-        return await coordinator.handle(
+        response = await coordinator.handle(
             request.api_key, request.api_version, request.body,  # type: ignore[arg-type]
             client_id=request.client_id or "", client_host=f"/{request.connection.peer_address[0]}",
         )  # fmt: skip
+        body: dict = request.body  # type: ignore[assignment]
+        if (
+            request.api_key == _DESCRIBE_GROUPS_KEY
+            and request.api_version >= 3
+            and body.get("include_authorized_operations")
+        ):
+            # Kafka's handleDescribeGroupsRequest: each group found, its operations.
+            for group in response.get("groups", ()):
+                if group["error_code"] == 0:
+                    group["authorized_operations"] = self._authorized_operations(
+                        request, ResourceType.GROUP, group["group_id"]
+                    )
+        return response
 
     # -- leader elections ----------------------------------------------------------------
 
@@ -989,37 +1045,75 @@ class KafkaProtocolApis:
         }
 
     async def handle_delete_topics(self, request: transport.Request) -> dict:
+        """Kafka's handleDeleteTopicsRequest: topics by name, or (v6+) by id, resolved
+        through the metadata cache (UNKNOWN_TOPIC_ID when no topic has it). With an
+        authorizer, a topic named by id is checked here, on its name (the door lets it by):
+        without DESCRIBE its name is not told and the answer is TOPIC_AUTHORIZATION_FAILED,
+        without DELETE the answer is TOPIC_AUTHORIZATION_FAILED."""
         body: dict = request.body  # type: ignore[assignment]
-        names: list[str] = []
-        unknown_ids: list[uuid.UUID] = []
         if request.api_version >= 6:
-            for topic in body["topics"]:
-                name = topic.get("name") or self._topic_name(topic.get("topic_id"))
-                if name is None:
-                    unknown_ids.append(topic.get("topic_id") or _ZERO_UUID)
-                else:
-                    names.append(name)
+            asked = [(t.get("name"), t.get("topic_id") or _ZERO_UUID) for t in body["topics"]]
         else:
-            names = list(body["topic_names"])
-        response = await self.apis.delete_topics(
-            DeleteTopicsRequest(tuple(names), max(body["timeout_ms"], 0))
+            asked = [(name, _ZERO_UUID) for name in body["topic_names"]]
+        if any(name is not None and topic_id != _ZERO_UUID for name, topic_id in asked):
+            message = "Topic name and topic ID can not both be specified."
+            return {
+                "throttle_time_ms": 0,
+                "responses": [
+                    {"name": name, "topic_id": topic_id,
+                     "error_code": errors.InvalidRequestError.code, "error_message": message}
+                    for name, topic_id in asked
+                ],
+            }  # fmt: skip
+        answers: list[dict] = []  # in the order asked
+        to_delete: dict[str, None] = {}  # names, each once
+        denied = errors.TopicAuthorizationFailedError.code
+        for name, topic_id in asked:
+            answer = {"name": name, "topic_id": topic_id, "error_code": 0, "error_message": None}
+            answers.append(answer)
+            if topic_id != _ZERO_UUID:
+                name = answer["name"] = self._topic_name(topic_id)
+                if name is None:
+                    # Only the controller says an id is unknown: the request is its.
+                    answer["error_code"] = (
+                        errors.UnknownTopicIdError.code
+                        if self.apis.controller.is_active
+                        else errors.NotControllerError.code
+                    )
+                    answer["error_message"] = f"no topic has id {topic_id_string(topic_id)}"
+                    continue
+                if not self._may(request, AclOperation.DESCRIBE, name):
+                    # Not told the name of a topic it may not describe (the id is no secret).
+                    answer.update(name=None, error_code=denied, error_message=MESSAGES[denied])
+                    continue
+                if not self._may(request, AclOperation.DELETE, name):
+                    answer.update(error_code=denied, error_message=MESSAGES[denied])
+                    continue
+            if name is None:  # neither a name nor an id: Kafka's answer
+                answer.update(error_code=denied, error_message=MESSAGES[denied])
+                continue
+            to_delete[name] = None
+        results = {}
+        if to_delete:
+            response = await self.apis.delete_topics(
+                DeleteTopicsRequest(tuple(to_delete), max(body["timeout_ms"], 0))
+            )
+            results = {result.name: result for result in response.topics}
+        topic_ids = self.apis.metadata_cache.topic_ids
+        for answer in answers:
+            result = results.get(answer["name"]) if answer["error_code"] == 0 else None
+            if result is None:
+                continue
+            answer["error_code"], answer["error_message"] = result.error_code, result.error_message
+            if answer["topic_id"] == _ZERO_UUID:
+                answer["topic_id"] = topic_uuid(topic_ids.get(result.name))
+        return {"throttle_time_ms": 0, "responses": answers}
+
+    def _may(self, request: transport.Request, operation: AclOperation, topic: str) -> bool:
+        authorization = self._authorization
+        return authorization is None or authorization.may(
+            request, operation, ResourceType.TOPIC, topic
         )
-        cache = self.apis.metadata_cache
-        results = [
-            {
-                "name": result.name,
-                "topic_id": topic_uuid(cache.topic_ids.get(result.name)),
-                "error_code": result.error_code,
-                "error_message": result.error_message,
-            }
-            for result in response.topics
-        ]
-        results += [
-            {"name": None, "topic_id": topic_id, "error_code": errors.UnknownTopicIdError.code,
-             "error_message": f"no topic has id {topic_id_string(topic_id)}"}
-            for topic_id in unknown_ids
-        ]  # fmt: skip
-        return {"throttle_time_ms": 0, "responses": results}
 
 
 def _produce_partition(answer: Any) -> dict:

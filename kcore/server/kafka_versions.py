@@ -25,8 +25,8 @@ IMPLEMENTED: dict[int, tuple[int, int]] = {
     ApiKey.FIND_COORDINATOR: (0, 4),
     API_VERSIONS_KEY: (0, 3),
     # SASL (kcore.server.sasl_authenticator); advertised on every listener, as Kafka does.
-    # SaslHandshake v0 (raw SASL tokens after it, without Kafka's framing) is not served.
-    ApiKey.SASL_HANDSHAKE: (1, 1),
+    # After a v0 handshake the tokens go as bare frames (kcore.server.kafka_protocol).
+    ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_TOPICS: (0, 7),
     ApiKey.DELETE_TOPICS: (0, 6),

@@ -10,6 +10,12 @@ msgpack envelope (`kcore.security.sasl_network`). A failed authentication is log
 at INFO (claimed user, address), answered SASL_AUTHENTICATION_FAILED after
 `connection.failed.authentication.delay.ms`, and the connection closed.
 
+SaslHandshake v0 is Kafka's legacy exchange (clients before Kafka 1.0, and kafka-python or
+aiokafka told to speak to an old broker): after it, the SASL tokens go both ways as bare
+size-prefixed frames instead of SaslAuthenticate requests (`kcore.server.kafka_protocol`
+hands each one here as a `RawFrame`), and a failed authentication is answered with nothing:
+the connection is closed after the same delay, as Kafka closes it.
+
 SCRAM credentials come from /config/users/<user> (`ScramCredentialCache`), read at
 start-up and re-read on each `users/<user>` config change notification.
 """
@@ -33,6 +39,7 @@ from kcore.security.sasl import (
 )
 from kcore.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from kcore.security.scram import ScramCredential, ScramError
+from kcore.server.kafka_protocol import READS_RAW_FRAMES, RawAnswer, RawFrame
 from kcore.zk_client import KafkaZkClient
 from kcore.zkdata import desanitized_entity_name
 
@@ -136,9 +143,15 @@ class SaslAuthenticator:
                 request.connection.peer_name, mechanism, ",".join(enabled),
             )  # fmt: skip
             request.connection.close_after_answer()
+        elif request.api_version == 0 and request.connection.speaks_foreign_protocol:
+            # Kafka's v0: the tokens follow as bare frames (kcore's own protocol has no such
+            # thing: its clients send SaslAuthenticate whatever the version).
+            request.connection.context[READS_RAW_FRAMES] = True
         return {"error_code": error_code, "mechanisms": enabled}
 
-    async def handle_sasl_authenticate(self, request: transport.Request) -> dict:
+    async def handle_sasl_authenticate(self, request: transport.Request) -> dict | RawAnswer | None:
+        if isinstance(request.body, RawFrame):
+            return await self._authenticate_raw_token(request.connection, request.body.data)
         connection = request.connection
         session: SaslServerSession | None = connection.context.get(SESSION)
         if session is None or session.authenticated:
@@ -167,6 +180,39 @@ class SaslAuthenticator:
                 connection.peer_name, session.principal, session.mechanism,
             )  # fmt: skip
         return _authenticate_body(0, None, answer)
+
+    async def _authenticate_raw_token(
+        self, connection: transport.ServerConnection, token: bytes
+    ) -> RawAnswer | None:
+        """One SASL token after a SaslHandshake v0 (Kafka's handleSaslToken without
+        SaslAuthenticate headers): the mechanism's answer goes back bare, PLAIN's empty one
+        included; a failure is answered by closing the connection after the delay."""
+        session: SaslServerSession | None = connection.context.get(SESSION)
+        if session is None:  # not a SASL listener: nothing set READS_RAW_FRAMES
+            connection.context.pop(READS_RAW_FRAMES, None)
+            connection.close()
+            return None
+        try:
+            answer = session.authenticate(token)
+        except SaslAuthenticationError as error:
+            connection.context.pop(READS_RAW_FRAMES, None)
+            logger.info(
+                "Failed authentication with %s (principal User:%s, mechanism %s, "
+                "SaslHandshake v0): %s",
+                connection.peer_name, session.claimed_username or "", session.mechanism, error,
+            )  # fmt: skip
+            await trio.sleep(self.failed_authentication_delay)
+            connection.close()
+            return None
+        if session.authenticated:
+            # Kafka requests from now on.
+            connection.context.pop(READS_RAW_FRAMES, None)
+            connection.context["principal"] = session.principal
+            logger.debug(
+                "Authenticated %s as %s (mechanism %s, SaslHandshake v0)",
+                connection.peer_name, session.principal, session.mechanism,
+            )  # fmt: skip
+        return RawAnswer(answer)
 
 
 def _authenticate_body(error_code: int, message: str | None, token: bytes = b"") -> dict:

@@ -38,6 +38,7 @@ from kcore.client import Admin
 from kcore.security.acl import (
     CLUSTER_NAME,
     OPERATION_NAMES,
+    SUPPORTED_OPERATIONS,
     WILDCARD_HOST,
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -62,18 +63,6 @@ from kcore.tools._tool import (
 )
 
 CLUSTER_FILTER = ResourcePatternFilter(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL)
-# Kafka's AclEntry.supportedOperations (ALL is allowed on every type besides).
-SUPPORTED_OPERATIONS = {
-    ResourceType.TOPIC: (
-        Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER, Op.DESCRIBE_CONFIGS,
-        Op.ALTER_CONFIGS,
-    ),
-    ResourceType.GROUP: (Op.READ, Op.DESCRIBE, Op.DELETE),
-    ResourceType.CLUSTER: (
-        Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE,
-        Op.ALTER, Op.DESCRIBE,
-    ),
-}  # fmt: skip
 PRODUCER_TOPIC_OPERATIONS = (Op.WRITE, Op.DESCRIBE, Op.CREATE)
 CONSUMER_TOPIC_OPERATIONS = (Op.READ, Op.DESCRIBE)
 CONSUMER_GROUP_OPERATIONS = (Op.READ,)

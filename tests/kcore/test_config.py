@@ -345,10 +345,6 @@ def test_bad_topic_config_is_invalid_config_error(key: str, value: str) -> None:
     ("settings", "shown"),
     [
         ({"log.flush.interval.ms": "1000"}, "log.flush.interval.ms=1000"),
-        (
-            {"advertised.listeners": "PLAINTEXT://kafka.example.com:9092"},
-            "advertised.listeners=PLAINTEXT://kafka.example.com:9092",
-        ),
         ({"inter.broker.listener.name": "REPLICATION"}, "inter.broker.listener.name=REPLICATION"),
     ],
 )
