@@ -30,8 +30,7 @@ import transport
 import zkstub
 from kcore.client import Admin, Consumer, Producer
 from kcore.common import EndPoint
-from kcore.config import ConfigError, KafkaConfig
-from kcore.config._broker import parse_http_listener
+from kcore.config import ConfigError, KafkaConfig, parse_http_listener
 from kcore.errors import NotControllerError
 from kcore.server.broker import BrokerServer
 from kcore.server.log_manager import MemoryLogStorage
@@ -67,21 +66,6 @@ def broker_node(broker_id: int) -> str:
 
 def _address(endpoint: EndPoint) -> str:
     return f"{endpoint.host}:{endpoint.port}"
-
-
-async def _serve_zookeeper_metrics(
-    server: zkstub.ZkServer,
-    host: str,
-    port: int,
-    *,
-    task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """What `zkstub serve --http` serves: the server's `mntr` numbers at /metrics under
-    ZooKeeper's Prometheus names, on real TCP. zkstub's public surface does not offer it
-    yet, hence its CLI's own pieces."""
-    from zkstub._metrics_http import serve_metrics
-
-    await serve_metrics(host or "0.0.0.0", port, server._facts, task_status=task_status)
 
 
 # -- one broker ---------------------------------------------------------------------------
@@ -286,8 +270,9 @@ class Cluster:
                     async with trio.open_nursery() as nursery:
                         http = None
                         if self.zookeeper_http is not None:
+                            host, port = self.zookeeper_http
                             http = await nursery.start(
-                                _serve_zookeeper_metrics, server, *self.zookeeper_http
+                                server.serve_metrics, host or "0.0.0.0", port
                             )
                         task_status.started((server, http))
                         await trio.sleep_forever()

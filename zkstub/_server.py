@@ -434,6 +434,20 @@ class ZkServer:
                    request.persistent, request.persistent_recursive)  # fmt: skip
         self._dispatch(self.tree.set_watches(session_id, *watches))
 
+    async def serve_metrics(
+        self,
+        host: str,
+        port: int,
+        *,
+        task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serves this server's `mntr` numbers at /metrics on real TCP (host, port), under
+        the names ZooKeeper's Prometheus provider gives them, until cancelled;
+        `task_status.started` gets the address bound (port 0: the one the OS picked)."""
+        from zkstub._metrics_http import serve_metrics  # prometheus-client, only when asked
+
+        await serve_metrics(host, port, self._facts, task_status=task_status)
+
     def _facts(self) -> fourlw.ServerFacts:
         tree = self.tree
         watches: dict[int, list[str]] = {}

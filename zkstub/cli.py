@@ -50,7 +50,7 @@ from zkstub._errors import (
     ZkError,
 )
 from zkstub._jute_link import JuteLink
-from zkstub._metrics_http import parse_address, serve_metrics
+from zkstub._metrics_http import parse_address
 from zkstub._server import open_server
 from zkstub._storage import CorruptDataError
 from zkstub._types import (
@@ -1054,7 +1054,7 @@ async def serve(
             print(f"zkstub serving TLS on {host}:{bound}", flush=True)
         async with trio.open_nursery() as nursery:
             if http is not None:
-                bound = await nursery.start(serve_metrics, *http, server._facts)
+                bound = await nursery.start(server.serve_metrics, *http)
                 print(f"zkstub http on {bound[0]}:{bound[1]}", flush=True)
             await trio.sleep_forever()
 

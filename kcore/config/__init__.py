@@ -7,7 +7,7 @@ ConfigError naming the key and the value. Attributes use Python names
 """
 
 from kcore.config._alter import AlterConfigOp, apply_incremental_alterations
-from kcore.config._broker import BROKER_DEFINITIONS, KafkaConfig
+from kcore.config._broker import BROKER_DEFINITIONS, KafkaConfig, parse_http_listener
 from kcore.config._definitions import ConfigDef, ConfigError, Password, parse_value
 from kcore.config._describe import (
     BROKER_RESOURCE,
@@ -28,6 +28,12 @@ from kcore.config._dynamic import (
     apply_incremental_broker_alterations,
     check_dynamic_update,
 )
+from kcore.config._listeners import (
+    SECURITY_PROTOCOLS,
+    advertised_endpoints,
+    inter_broker_listener_name,
+    security_protocols,
+)
 from kcore.config._principals import PrincipalError, parse_principal, parse_super_users
 from kcore.config._properties import parse_properties
 from kcore.config._topic import InvalidTopicConfigError, LogConfig, TopicConfig
@@ -37,6 +43,7 @@ __all__ = [
     "BROKER_DEFINITIONS",
     "BROKER_RESOURCE",
     "DYNAMIC_BROKER_CONFIGS",
+    "SECURITY_PROTOCOLS",
     "TOPIC_RESOURCE",
     "AlterConfigOp",
     "ConfigDef",
@@ -53,14 +60,18 @@ __all__ = [
     "Password",
     "PrincipalError",
     "TopicConfig",
+    "advertised_endpoints",
     "apply_dynamic",
     "apply_incremental_alterations",
     "apply_incremental_broker_alterations",
     "check_dynamic_update",
     "describe_broker_config",
     "describe_topic_config",
+    "inter_broker_listener_name",
+    "parse_http_listener",
     "parse_principal",
     "parse_properties",
     "parse_super_users",
     "parse_value",
+    "security_protocols",
 ]

@@ -23,8 +23,7 @@ from typing import Any
 import attrs
 
 from kcore.common import EndPoint
-from kcore.config import ConfigError, Password
-from kcore.config._unsupported import inter_broker_listener_name, security_protocols
+from kcore.config import ConfigError, Password, inter_broker_listener_name, security_protocols
 from kcore.security.jaas import JaasEntry, parse_jaas_config
 from kcore.security.scram import (
     MECHANISMS as SCRAM_MECHANISMS,

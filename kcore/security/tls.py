@@ -28,8 +28,7 @@ import attrs
 
 import transport
 from kcore.common import EndPoint
-from kcore.config import ConfigError, Password
-from kcore.config._unsupported import inter_broker_listener_name, security_protocols
+from kcore.config import ConfigError, Password, inter_broker_listener_name, security_protocols
 from zkstub.tls import (
     TlsSettings,
     TlsSettingsError,

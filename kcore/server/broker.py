@@ -27,7 +27,7 @@ import transport
 from actors import MetricsRegistry
 from kcore import errors
 from kcore.common import Broker, EndPoint, TopicPartition
-from kcore.config._unsupported import advertised_endpoints, security_protocols
+from kcore.config import advertised_endpoints, security_protocols
 from kcore.controller.controller import KafkaController
 from kcore.coordinator.group import GroupConfig, GroupCoordinatorCore, uuid_member_ids
 from kcore.log_context import broker_logging, controller_logging
