@@ -47,9 +47,9 @@ from kcore.security.acl import AclAuthorizer, parse_super_users
 from kcore.security.request_authorization import RequestAuthorization
 from kcore.security.sasl import BrokerSasl
 from kcore.security.sasl_network import SaslNetwork
-from kcore.server.acl_changes import AclChangeListener
+from kcore.server.acl_changes import acl_change_listener
 from kcore.server.apis import KafkaApis
-from kcore.server.config_changes import ConfigChangeListener
+from kcore.server.config_changes import config_change_listener
 from kcore.server.controlled_shutdown import movable_partitions
 from kcore.server.dynamic_broker_config import DynamicBrokerConfig, add_broker_reconfigurables
 from kcore.server.group_coordinator import GroupCoordinator
@@ -269,7 +269,7 @@ class BrokerServer:
 
             scram_credentials = self._sasl.credentials
             await scram_credentials.load(zk_client)
-            config_changes = ConfigChangeListener(
+            config_changes = config_change_listener(
                 zk_client,
                 on_topic_config_change,
                 wall_clock_ms=lambda: int(self.clock() * 1000),
@@ -427,7 +427,7 @@ class BrokerServer:
         super_users = parse_super_users(self.config.get("super.users"))  # checked when read
         authorizer = AclAuthorizer(super_users, self.config.get("allow.everyone.if.no.acl.found"))
         await zk_client.create_acl_paths()
-        acl_changes = AclChangeListener(
+        acl_changes = acl_change_listener(
             zk_client, authorizer, wall_clock_ms=lambda: int(self.clock() * 1000)
         )
         await supervisor.start(acl_changes.run, name="acl-changes")
