@@ -44,3 +44,12 @@ def require_client(require_external):
         )
 
     return require
+
+
+@pytest.fixture
+def confluent_kafka(require_client):
+    """The confluent_kafka module (librdkafka), required as `require_client` says."""
+    require_client("confluent_kafka")
+    import confluent_kafka
+
+    return confluent_kafka

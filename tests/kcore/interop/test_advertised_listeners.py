@@ -8,7 +8,6 @@ The cluster is embedded (in this process, real TCP on 127.0.0.1); confluent-kafk
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
@@ -26,18 +25,6 @@ ADVERTISED = {
     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
     "advertised.listeners": "EXTERNAL://localhost:0,PLAINTEXT://localhost:0",
 }
-
-
-@pytest.fixture
-def confluent_kafka(require_external):
-    require_external(
-        "confluent_kafka",
-        importlib.util.find_spec("confluent_kafka") is not None,
-        "pip install -e '.[kafka-clients]'",
-    )
-    import confluent_kafka
-
-    return confluent_kafka
 
 
 async def test_clients_and_replicas_are_sent_to_the_advertised_addresses(

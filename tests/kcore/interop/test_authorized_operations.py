@@ -9,7 +9,6 @@ The clusters are embedded (in this process, real TCP on 127.0.0.1)."""
 
 from __future__ import annotations
 
-import importlib.util
 import struct
 import uuid
 
@@ -27,39 +26,17 @@ from kcore.security.acl import (
 )
 from kcore.testing import open_cluster
 
+from ._secured import SECURED as SECURED_CLUSTER
+
 pytestmark = pytest.mark.timeout(120)
 
 SMALL_OFFSETS_TOPIC = {"offsets.topic.num.partitions": 1, "offsets.topic.replication.factor": 1}
-PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'username="admin" password="admin-secret" user_alice="alice-secret";'
-)
-SECURED = {
-    **SMALL_OFFSETS_TOPIC,
-    # The brokers' (and the test's kcore Admin's) listener first; alice's a SASL one.
-    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-    "sasl.enabled.mechanisms": "PLAIN",
-    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-    "super.users": "User:ANONYMOUS",  # whoever reaches the PLAINTEXT listener: brokers
-}
+SECURED = {**SECURED_CLUSTER, **SMALL_OFFSETS_TOPIC}
 TOPIC_OPERATIONS = {"READ", "WRITE", "CREATE", "DESCRIBE", "DELETE", "ALTER",
                     "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}  # fmt: skip
 CLUSTER_OPERATIONS = {"CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS",
                       "IDEMPOTENT_WRITE", "ALTER", "DESCRIBE"}  # fmt: skip
 GROUP_OPERATIONS = {"READ", "DESCRIBE", "DELETE"}
-
-
-@pytest.fixture
-def confluent_kafka(require_external):
-    require_external(
-        "confluent_kafka",
-        importlib.util.find_spec("confluent_kafka") is not None,
-        "pip install -e '.[kafka-clients]'",
-    )
-    import confluent_kafka
-
-    return confluent_kafka
 
 
 def _described(confluent_kafka, bootstrap: dict, topic: str, group: str, *, asked: bool):

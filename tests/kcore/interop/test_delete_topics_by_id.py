@@ -25,19 +25,10 @@ from kcore.security.acl import (
 )
 from kcore.testing import open_cluster
 
+from ._secured import SECURED
+
 pytestmark = pytest.mark.timeout(120)
 
-PLAIN_JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'username="admin" password="admin-secret" user_alice="alice-secret";'
-)
-SECURED = {
-    "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-    "sasl.enabled.mechanisms": "PLAIN",
-    "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
-    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-    "super.users": "User:ANONYMOUS",  # whoever reaches the PLAINTEXT listener: brokers
-}
 UNKNOWN_TOPIC_OR_PARTITION, TOPIC_AUTHORIZATION_FAILED = 3, 29
 INVALID_REQUEST, UNKNOWN_TOPIC_ID = 42, 100
 
