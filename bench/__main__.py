@@ -2,12 +2,17 @@
 
     python -m bench list
     python -m bench run [--suite quick|full] [WORKLOAD ...] [--out DIR] [--seed N]
-    python -m bench aggregate DIR [--out OUT]     (needs PySpark: see bench/aggregate.py)
+                        [--store STORE | --no-store]
+    python -m bench import-jsonl DIR ... [--store STORE] [--host-class CLASS]
+    python -m bench aggregate [STORE|DIR] [--out OUT] [--spark-master URL]
+                                                  (needs PySpark: see bench/aggregate.py)
 
 `run` without workload names runs them all, baselines first (SUITE_ORDER).
 
 Each workload writes `DIR/<workload>.jsonl` (one JSON row per measured operation or
-interval, see bench/_rows.py) and prints its headline figures as JSON lines.
+interval, see bench/_rows.py), appends the same rows to the Parquet results store
+(bench/store.py; default bench-results/store) and prints its headline figures as JSON lines.
+`import-jsonl` adds runs written before the store (or with --no-store) to it.
 """
 
 from __future__ import annotations
@@ -22,8 +27,9 @@ from pathlib import Path
 
 import trio
 
-from bench._rows import git_sha, new_run_id, open_rows
-from bench.workloads import SUITES, WORKLOADS, WorkloadOptions, get_workload
+from bench import store as results_store
+from bench._rows import git_sha, new_run_id, open_rows, read_rows
+from bench.workloads import CLUSTERS, SUITES, WORKLOADS, WorkloadOptions, get_workload
 
 DEFAULT_OUT = Path("bench-results")
 # The baselines first: a report divides by figures measured in the same run.
@@ -67,25 +73,67 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="seeds a campaign runs, from --seed on (sim-campaign; default: the suite's)",
     )
+    run.add_argument(
+        "--cluster",
+        dest="clusters",
+        action="append",
+        choices=CLUSTERS,
+        help="the cluster the cluster workloads run on, repeatable: processes (a broker per "
+        "process) and / or single (one process); default: the suite's (quick: processes, "
+        "full: both)",
+    )
+    stored = run.add_mutually_exclusive_group()
+    stored.add_argument(
+        "--store",
+        type=Path,
+        default=results_store.DEFAULT_STORE,
+        help=f"Parquet store the rows are appended to (default {results_store.DEFAULT_STORE})",
+    )
+    stored.add_argument("--no-store", action="store_true", help="write the JSON lines only")
+
+    imports = commands.add_parser(
+        "import-jsonl", help="add the runs of result folders (*.jsonl) to the results store"
+    )
+    imports.add_argument("folders", nargs="+", type=Path, metavar="DIR")
+    imports.add_argument(
+        "--store",
+        type=Path,
+        default=results_store.DEFAULT_STORE,
+        help=f"results store (default {results_store.DEFAULT_STORE})",
+    )
+    imports.add_argument(
+        "--host-class",
+        default=results_store.UNKNOWN_HOST,
+        help="the machine class the runs were measured on, e.g. 2-core (default: unknown)",
+    )
 
     # Listed here for --help only: main() hands `aggregate ...` to bench.aggregate.main,
     # which parses its own options (so `aggregate --help` shows them).
     commands.add_parser(
         "aggregate",
-        help="summarise DIR/*.jsonl with PySpark: aggregate DIR [--out OUT]",
+        help="report on the results store (or one DIR/*.jsonl run) with PySpark: "
+        "aggregate [STORE|DIR] [--out OUT] [--spark-master URL]",
         add_help=False,
     )
     return parser
 
 
 def run_workloads(
-    names: Sequence[str], *, out: Path, options: WorkloadOptions, progress: bool = False
+    names: Sequence[str],
+    *,
+    out: Path,
+    options: WorkloadOptions,
+    progress: bool = False,
+    store: Path | None = None,
 ) -> dict[str, list]:
     """Runs each workload in its own `trio.run`; returns its summary per name. With
-    `progress`, a bar on stderr advances per workload."""
+    `progress`, a bar on stderr advances per workload; with `store`, each workload's rows
+    are appended to that results store once it finishes."""
     workloads = [get_workload(name) for name in names]  # fail before running anything
     run_id = new_run_id()
     sha = git_sha()
+    # Host facts (the load average above all) as the run starts, before it loads the machine.
+    run_facts = results_store.run_facts_now(run_id, sha)
     summaries = {}
     with _progress_bar(progress, len(workloads)) as advance:
         for chosen in workloads:
@@ -97,6 +145,9 @@ def run_workloads(
                 summaries[chosen.name] = trio.run(functools.partial(chosen.run, rows, options))
             advance(chosen.name, done=True)
             print(f"# {chosen.name}: {rows.rows_written} rows in {path}", file=sys.stderr)
+            if store is not None:
+                stored = results_store.append_run(store, read_rows(path), run_facts)
+                print(f"# {chosen.name}: stored in {', '.join(map(str, stored))}", file=sys.stderr)
             for line in summaries[chosen.name]:
                 print(json.dumps({"workload": chosen.name, **line}), flush=True)
     return summaries
@@ -132,13 +183,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return aggregate_main(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.command == "import-jsonl":
+        return _import_jsonl(args)
     if args.command == "list":
         for name in sorted(WORKLOADS):
             print(f"{name}: {WORKLOADS[name].description}")
         return 0
     try:
         suite = "quick" if args.quick else args.suite
-        options = WorkloadOptions(suite=suite, seed=args.seed, seeds=args.seeds)
+        options = WorkloadOptions(
+            suite=suite,
+            seed=args.seed,
+            seeds=args.seeds,
+            clusters=None if args.clusters is None else tuple(args.clusters),
+        )
     except ValueError as exc:
         print(f"python -m bench: {exc}", file=sys.stderr)
         return 2
@@ -146,10 +204,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = args.workloads or [n for n in SUITE_ORDER if n in WORKLOADS]
         names += [] if args.workloads else sorted(set(WORKLOADS) - set(names))
         progress = not args.no_progress and sys.stderr.isatty()
-        run_workloads(names, out=args.out, options=options, progress=progress)
+        store = None if args.no_store else args.store
+        run_workloads(names, out=args.out, options=options, progress=progress, store=store)
     except KeyError as exc:
         print(f"python -m bench: {exc.args[0]}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _import_jsonl(args: argparse.Namespace) -> int:
+    missing = [str(folder) for folder in args.folders if not folder.exists()]
+    if missing:
+        print(
+            f"python -m bench import-jsonl: no such folder: {', '.join(missing)}", file=sys.stderr
+        )
+        return 2
+    report = results_store.import_jsonl(args.store, args.folders, host_class=args.host_class)
+    runs = len({run_id for _, run_id in report.imported})
+    print(
+        f"imported {report.rows} rows of {runs} run(s) into {args.store}"
+        f" ({len(report.imported)} workload file(s); {len(report.skipped)} already stored)"
+    )
     return 0
 
 

@@ -14,6 +14,10 @@ Every row has the same fields (so the PySpark aggregation reads one schema):
 - `bytes`       bytes moved by it
 - `count`       operations it covers (1 for a single operation, N frames for an interval)
 - `outcome`     "ok", or the error's name
+
+An `op` ending in "_interval" (or "rate", as e2e-latency's "max-rate") marks a row that
+measures a rate over an interval: its latency is the interval's length, not an operation's,
+so the report shows its rate and the spread over the intervals instead of percentiles.
 """
 
 from __future__ import annotations

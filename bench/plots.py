@@ -1,13 +1,9 @@
-"""PNG plots of a benchmark run, drawn by `python -m bench aggregate` (bench/aggregate.py).
+"""PNG plots of the benchmark report, drawn by `python -m bench aggregate`
+(bench/aggregate.py) from aggregates only: the groups' dicts and the small pandas frames
+Spark computed (quantile grids, time buckets, per-count means), never raw rows.
 
-Inputs are pandas frames, never Spark objects, so these functions can be drawn and tested
-without a JVM:
-
-- `groups`: one row per (workload, case, op) group, the dicts `aggregate` returns;
-- `per_row`: the raw rows the per-row plots need, with the columns workload, case, op,
-  start_time, latency_ns, count, outcome and partitions (params["partitions"], a string).
-
-Each plot function returns the path it wrote, or None when it had no data to draw.
+Each figure's title says what it measures and against what; legends sit outside the
+axes. Each plot function returns the path it wrote, or None when it had no data to draw.
 Figures are built with `matplotlib.figure.Figure` on an Agg canvas rather than pyplot, so
 there is no global figure state and no display is needed.
 """
@@ -15,7 +11,10 @@ there is no global figure state and no display is needed.
 from __future__ import annotations
 
 import logging
+import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,160 +22,167 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 __all__ = [
-    "FAILOVER_WORKLOADS",
+    "MIN_FIT_POINTS",
+    "campaign_convergence",
     "election_scaling",
     "failover_timeline",
     "latency_cdf",
-    "per_op_rows",
     "throughput_vs_baseline",
+    "trend",
     "write_plots",
 ]
 
 log = logging.getLogger("bench.aggregate")
 
-FAILOVER_WORKLOADS = ("failover", "controller-failover")
-ELECTION_WORKLOAD = "election-scaling"
-ELECTION_OP = "election"
+# A least-squares line through two points always fits; from three on, it says something.
+MIN_FIT_POINTS = 3
+TREND_CASES_PER_FIGURE = 12
 
 
-def _new_figure(width: float = 8.0, height: float = 5.0) -> Figure:
+def _new_figure(width: float = 9.0, height: float = 5.0) -> Figure:
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)  # attaches the Agg canvas that savefig renders with
     return figure
 
 
+def _legend_outside(axes) -> None:
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+
+
 def _save(figure: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=100)
+    figure.savefig(path, dpi=80)
     log.info("wrote %s", path)
     return path
-
-
-def throughput_vs_baseline(groups: pd.DataFrame, plots_dir: Path) -> Path | None:
-    """One horizontal bar per group that has a ratio to its baseline, with a line at 1.0."""
-    if groups.empty or "ratio" not in groups:
-        return None
-    rated = groups[pd.to_numeric(groups["ratio"], errors="coerce").notna()]
-    if rated.empty:
-        return None
-    labels = [f"{w}/{c}" for w, c in zip(rated["workload"], rated["case"], strict=True)]
-    ratios = rated["ratio"].astype(float).to_numpy()
-    figure = _new_figure(height=max(2.5, 0.4 * len(rated) + 1.5))
-    axes = figure.add_subplot()
-    positions = np.arange(len(rated))
-    axes.barh(positions, ratios, color="tab:blue")
-    axes.set_yticks(positions, labels)
-    axes.invert_yaxis()  # first group on top, like the summary table
-    axes.axvline(1.0, color="black", linestyle="--", linewidth=1)
-    axes.set_xlabel("ratio to baseline (same run)")
-    axes.set_title("Throughput vs baseline")
-    return _save(figure, plots_dir / "throughput_vs_baseline.png")
-
-
-def per_op_rows(per_row: pd.DataFrame) -> pd.DataFrame:
-    """Rows that measure one operation each (not an interval), and succeeded."""
-    if per_row.empty:
-        return per_row
-    single = (per_row["count"] == 1) & ~per_row["op"].str.endswith("_interval")
-    return per_row[single & (per_row["outcome"] == "ok") & (per_row["latency_ns"] > 0)]
-
-
-def latency_cdf(per_op: pd.DataFrame, workload: str, plots_dir: Path) -> Path | None:
-    """The latency CDF of each case of `workload`, from `per_op_rows` (log-scale x)."""
-    rows = per_op[per_op["workload"] == workload] if not per_op.empty else per_op
-    if rows.empty:
-        return None
-    figure = _new_figure()
-    axes = figure.add_subplot()
-    for case, case_rows in rows.groupby("case", sort=True):
-        latency_ms = np.sort(case_rows["latency_ns"].to_numpy(dtype=float) / 1e6)
-        fraction = np.arange(1, len(latency_ms) + 1) / len(latency_ms)
-        axes.step(latency_ms, fraction, where="post", label=f"{case} (n={len(latency_ms)})")
-    axes.set_xscale("log")
-    axes.set_ylim(0, 1.02)
-    axes.set_xlabel("latency (ms, log scale)")
-    axes.set_ylabel("fraction of operations")
-    axes.set_title(f"Latency CDF: {workload}")
-    axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize="small")
-    return _save(figure, plots_dir / f"latency_cdf_{_file_safe(workload)}.png")
 
 
 def _file_safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
 
-def failover_timeline(per_row: pd.DataFrame, plots_dir: Path) -> Path | None:
-    """Latency over time of the failover workloads, one series per case; errors as crosses."""
-    if per_row.empty:
+def _fmt(value: float) -> str:
+    return f"{value:.3g}"
+
+
+def throughput_vs_baseline(groups: Sequence[dict[str, Any]], plots_dir: Path) -> Path | None:
+    """One bar per group with a ratio to its baseline, on a log axis (0.02 and 14 both
+    readable), with ±1 sd error bars where the groups had repeated intervals."""
+    rated = [g for g in groups if g.get("ratio")]
+    if not rated:
         return None
-    rows = per_row[per_row["workload"].isin(FAILOVER_WORKLOADS)]
+    labels = [f"{g['workload']}/{g['case']}" for g in rated]
+    ratios = np.array([g["ratio"] for g in rated], dtype=float)
+    spreads = np.array([g["ratio_spread"] or 0.0 for g in rated], dtype=float)
+    # Asymmetric on a log axis: the lower bar stops short of zero.
+    lower = np.minimum(spreads, ratios * 0.95)
+    figure = _new_figure(width=10.0, height=max(2.5, 0.42 * len(rated) + 1.6))
+    axes = figure.add_subplot()
+    positions = np.arange(len(rated))
+    axes.barh(positions, ratios, color="tab:blue", xerr=[lower, spreads], capsize=3)
+    axes.set_xscale("log")
+    axes.set_yticks(positions, labels, fontsize="small")
+    axes.invert_yaxis()  # first group on top, like the summary table
+    axes.axvline(1.0, color="black", linestyle="--", linewidth=1)
+    for position, group in zip(positions, rated, strict=True):
+        spread = f" ± {_fmt(group['ratio_spread'])}" if group["ratio_spread"] else ""
+        axes.annotate(
+            f"{_fmt(group['ratio'])}{spread}  vs {group['baseline']} ({group['baseline_metric']})",
+            (group["ratio"] + (group["ratio_spread"] or 0.0), position),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize="x-small",
+        )
+    low, high = ratios.min(), (ratios + spreads).max()
+    axes.set_xlim(min(low / 3, 0.5), max(high * 30, 2.0))  # room for the labels
+    axes.set_xlabel("ratio to the baseline measured in the same run (log scale; 1 = equal)")
+    axes.set_title("Throughput as a ratio of its baseline's (bars: ±1 sd from per-interval rates)")
+    return _save(figure, plots_dir / "throughput_vs_baseline.png")
+
+
+def latency_cdf(cdf: pd.DataFrame, workload: str, plots_dir: Path, run: str = "") -> Path | None:
+    """The latency CDF of each case of `workload`, one axis per operation, drawn through
+    the quantile grid Spark computed (log-scale x)."""
+    rows = cdf[cdf["workload"] == workload] if not cdf.empty else cdf
     if rows.empty:
         return None
-    several = rows["workload"].nunique() > 1
-    figure = _new_figure(width=10.0)
-    axes = figure.add_subplot()
-    for index, ((workload, case), series) in enumerate(
-        rows.groupby(["workload", "case"], sort=True)
-    ):
-        # Seconds since the first row of the workload (not of the case), so the cases of
-        # one workload share a time axis.
-        origin = rows.loc[rows["workload"] == workload, "start_time"].min()
-        seconds = series["start_time"] - origin
-        latency_ms = series["latency_ns"] / 1e6
-        ok = series["outcome"] == "ok"
-        label = f"{workload}/{case}" if several else case
-        color = f"C{index % 10}"
-        axes.scatter(seconds[ok], latency_ms[ok], s=8, color=color, label=label)
-        if (~ok).any():
-            axes.scatter(
-                seconds[~ok],
-                latency_ms[~ok],
-                s=48,
-                marker="x",
-                color=color,
-                linewidths=1.5,
-                label=f"{label}: errors",
-            )
-    axes.set_xlabel("seconds since the workload's first row")
-    axes.set_ylabel("latency (ms)")
-    axes.set_title("Failover timeline")
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize="small")
+    ops = sorted(rows["op"].unique())
+    figure = _new_figure(width=10.0, height=2.0 + 2.6 * len(ops))
+    all_axes = figure.subplots(len(ops), 1, squeeze=False)[:, 0]
+    for axes, op in zip(all_axes, ops, strict=True):
+        for case, points in rows[rows["op"] == op].groupby("case", sort=True):
+            points = points.sort_values("quantile")
+            n = int(points["n"].iloc[0])
+            axes.plot(points["latency_ms"], points["quantile"], label=f"{case} (n={n:,})")
+        axes.set_xscale("log")
+        axes.set_ylim(0, 1.02)
+        axes.set_ylabel("fraction of ops")
+        axes.set_title(f"operation: {op}", fontsize="medium")
+        axes.grid(True, which="both", alpha=0.3)
+        _legend_outside(axes)
+    all_axes[-1].set_xlabel("latency (ms, log scale)")
+    suffix = f", run {run}" if run else ""
+    figure.suptitle(f"Latency CDF of {workload}'s successful operations{suffix} (no baseline)")
+    return _save(figure, plots_dir / f"latency_cdf_{_file_safe(workload)}.png")
+
+
+def failover_timeline(timeline: pd.DataFrame, plots_dir: Path) -> Path | None:
+    """Per failover workload, the slowest successful operation of each time bucket per case
+    (log y), with the buckets that had errors marked."""
+    if timeline.empty:
+        return None
+    workloads = sorted(timeline["workload"].unique())
+    figure = _new_figure(width=11.0, height=1.5 + 3.2 * len(workloads))
+    all_axes = figure.subplots(len(workloads), 1, squeeze=False)[:, 0]
+    for axes, workload in zip(all_axes, workloads, strict=True):
+        rows = timeline[timeline["workload"] == workload]
+        for index, (case, series) in enumerate(rows.groupby("case", sort=True)):
+            color = f"C{index % 10}"
+            axes.plot(series["second"], series["max_ms"], color=color, linewidth=1, label=case)
+            failed = series[series["errors"] > 0]
+            if not failed.empty:
+                axes.scatter(
+                    failed["second"],
+                    failed["max_any_ms"],
+                    marker="x",
+                    s=40,
+                    color=color,
+                    label=f"{case}: buckets with errors",
+                )
+        axes.set_yscale("log")
+        axes.set_ylabel("max latency (ms)")
+        axes.set_title(workload, fontsize="medium")
+        axes.grid(True, alpha=0.3)
+        _legend_outside(axes)
+    all_axes[-1].set_xlabel("seconds since the workload's first row")
+    figure.suptitle(
+        "Failover: the slowest successful operation per time bucket (errors marked x; no baseline)"
+    )
     return _save(figure, plots_dir / "failover_timeline.png")
 
 
-def _without_count(case: str) -> str:
-    head, _, tail = case.rpartition("-")
-    return head if head and tail.isdigit() else case
-
-
-def election_scaling(per_row: pd.DataFrame, plots_dir: Path) -> Path | None:
-    """Election latency (s) against partitions, one line per case plus its least-squares fit.
-
-    Only successful "election" rows whose params carry a numeric `partitions` count."""
-    if per_row.empty:
+def _least_squares(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
+    """(slope, intercept) of y on x; None with fewer than MIN_FIT_POINTS distinct x."""
+    if len(np.unique(x)) < MIN_FIT_POINTS:
         return None
-    rows = per_row[
-        (per_row["workload"] == ELECTION_WORKLOAD)
-        & (per_row["op"] == ELECTION_OP)
-        & (per_row["outcome"] == "ok")
-    ].assign(partitions=lambda f: pd.to_numeric(f["partitions"], errors="coerce"))
-    rows = rows[rows["partitions"].notna()]
-    if rows.empty:
+    slope, intercept = np.polyfit(x, y, 1)
+    return float(slope), float(intercept)
+
+
+def election_scaling(election: pd.DataFrame, plots_dir: Path) -> Path | None:
+    """Election time against partitions per case family: the mean with min-max bars, and a
+    least-squares line through the means when there are MIN_FIT_POINTS counts or more."""
+    if election.empty:
         return None
-    # One line per family of cases: "leader-dies-1000" and "leader-dies-3000" are two
-    # points of "leader-dies" (a case per count keeps them apart in the tables).
-    rows = rows.assign(family=rows["case"].map(_without_count))
     figure = _new_figure()
     axes = figure.add_subplot()
-    for case, series in rows.groupby("family", sort=True):
+    for family, series in election.groupby("family", sort=True):
         x = series["partitions"].to_numpy(dtype=float)
-        y = series["latency_ns"].to_numpy(dtype=float) / 1e9
-        means = series.assign(seconds=y).groupby("partitions")["seconds"].mean()
-        (line,) = axes.plot(means.index, means.to_numpy(), marker="o", label=f"{case} (mean)")
-        axes.scatter(x, y, s=10, alpha=0.4, color=line.get_color())
-        fit = _least_squares(x, y)
+        mean = series["mean_s"].to_numpy(dtype=float)
+        errors = [mean - series["min_s"].to_numpy(), series["max_s"].to_numpy() - mean]
+        bars = axes.errorbar(x, mean, yerr=errors, marker="o", capsize=3, label=f"{family} (mean)")
+        fit = _least_squares(x, mean)
         if fit is not None:
             slope, intercept = fit
             xs = np.array([x.min(), x.max()])
@@ -184,30 +190,122 @@ def election_scaling(per_row: pd.DataFrame, plots_dir: Path) -> Path | None:
                 xs,
                 intercept + slope * xs,
                 linestyle="--",
-                color=line.get_color(),
-                label=f"{case} fit: {intercept:.3g} s + {slope * 1e3:.3g} ms/partition",
+                color=bars.lines[0].get_color(),
+                label=f"{family} fit: {_fmt(intercept)} s + {_fmt(slope * 1e3)} ms/partition",
             )
-    axes.set_xlabel("partitions")
-    axes.set_ylabel("election latency (s)")
-    axes.set_title("Election time vs partitions")
+    axes.set_xlabel("partitions led by the broker that died")
+    axes.set_ylabel("election time (s)")
+    axes.set_title("Election time vs partitions (mean, bars min to max; no baseline)")
     axes.grid(True, alpha=0.3)
-    axes.legend(fontsize="small")
+    _legend_outside(axes)
     return _save(figure, plots_dir / "election_scaling.png")
 
 
-def _least_squares(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
-    """(slope, intercept) of y on x; None when x has fewer than two distinct values."""
-    if len(np.unique(x)) < 2:
+def trend(trend_rows: Sequence[dict[str, Any]], workload: str, plots_dir: Path) -> Path | None:
+    """Per case of `workload` run at least twice: its metric run after run (commit below),
+    the band of the previous runs shaded, regressions and improvements marked."""
+    frame = pd.DataFrame([t for t in trend_rows if t["workload"] == workload])
+    if frame.empty:
         return None
-    slope, intercept = np.polyfit(x, y, 1)
-    return float(slope), float(intercept)
+    frame = frame[frame["metric"].notna()]
+    cases = [
+        (key, series)
+        for key, series in frame.groupby(["case", "op", "host_class"], sort=True)
+        if len(series) >= 2
+    ][:TREND_CASES_PER_FIGURE]
+    if not cases:
+        return None
+    columns = min(3, len(cases))
+    rows = math.ceil(len(cases) / columns)
+    figure = _new_figure(width=4.2 * columns + 1.0, height=2.8 * rows + 0.8)
+    all_axes = figure.subplots(rows, columns, squeeze=False).flatten()
+    several_hosts = frame["host_class"].nunique() > 1
+    for axes, ((case, op, host), series) in zip(all_axes, cases, strict=False):
+        x = np.arange(len(series))
+        axes.plot(x, series["metric"], marker="o", markersize=3, color="tab:blue")
+        banded = series["band_low"].notna()
+        axes.fill_between(
+            x[banded.to_numpy()],
+            series.loc[banded, "band_low"],
+            series.loc[banded, "band_high"],
+            alpha=0.2,
+            color="tab:gray",
+            step="mid",
+        )
+        for flag, marker, color in (
+            ("regression", "X", "tab:red"),
+            ("improvement", "^", "tab:green"),
+        ):
+            marked = (series["flag"] == flag).to_numpy()
+            axes.scatter(x[marked], series["metric"][marked], marker=marker, s=60, color=color)
+        axes.set_xticks(x, [str(sha)[:7] for sha in series["git_sha"]], rotation=60, fontsize=6)
+        metric = series["metric_name"].iloc[0]
+        host_note = f" [{host}]" if several_hosts else ""
+        axes.set_title(f"{case} / {op}{host_note}", fontsize="small")
+        axes.set_ylabel(metric.replace("_", " "), fontsize="small")
+        axes.grid(True, alpha=0.3)
+    for axes in all_axes[len(cases) :]:
+        axes.set_visible(False)
+    figure.suptitle(
+        f"Trend of {workload} run by run (commit below; shaded: median ± max(3·1.48·MAD, 5%) of "
+        "the previous runs; X regression, ^ improvement)",
+        fontsize="medium",
+    )
+    return _save(figure, plots_dir / f"trend_{_file_safe(workload)}.png")
 
 
-def write_plots(groups: pd.DataFrame, per_row: pd.DataFrame, plots_dir: Path) -> list[Path]:
-    """Every plot there is data for; returns the paths written."""
-    written = [throughput_vs_baseline(groups, plots_dir)]
-    per_op = per_op_rows(per_row)
-    if not per_op.empty:
-        written += [latency_cdf(per_op, w, plots_dir) for w in sorted(per_op["workload"].unique())]
-    written += [failover_timeline(per_row, plots_dir), election_scaling(per_row, plots_dir)]
+def campaign_convergence(by_mix: Sequence[dict[str, Any]], plots_dir: Path) -> Path | None:
+    """Per campaign combination: the share of seeds that failed, and the virtual seconds
+    to converge after the faults (p50 bar, p95 and max marks)."""
+    if not by_mix:
+        return None
+    labels = [f"{m['case']}" for m in by_mix]
+    positions = np.arange(len(by_mix))
+    figure = _new_figure(width=11.0, height=1.6 + 0.45 * len(by_mix))
+    failed_axes, converge_axes = figure.subplots(1, 2, sharey=True)
+    failed_axes.barh(positions, [100 * m["failure_rate"] for m in by_mix], color="tab:red")
+    for position, mix in zip(positions, by_mix, strict=True):
+        failed_axes.annotate(
+            f"{mix['failed']}/{mix['seeds']}",
+            (100 * mix["failure_rate"], position),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize="x-small",
+        )
+    failed_axes.set_yticks(positions, labels, fontsize="x-small")
+    failed_axes.invert_yaxis()
+    failed_axes.set_xlabel("seeds failed (%)")
+    failed_axes.set_xlim(0, max(10.0, 120 * max(m["failure_rate"] for m in by_mix)))
+    p50 = np.array([m["converge_p50_s"] or np.nan for m in by_mix], dtype=float)
+    converge_axes.barh(positions, p50, color="tab:blue", label="p50")
+    for name, marker in (("converge_p95_s", "|"), ("converge_max_s", "x")):
+        values = np.array([m[name] or np.nan for m in by_mix], dtype=float)
+        converge_axes.scatter(values, positions, marker=marker, color="black", label=name[9:12])
+    converge_axes.set_xlabel("virtual seconds to converge after the faults")
+    _legend_outside(converge_axes)
+    figure.suptitle("Simulation campaigns: failures and time to converge per combination")
+    return _save(figure, plots_dir / "campaigns.png")
+
+
+def write_plots(report: Any, plots_dir: Path) -> list[Path]:
+    """Every plot there is data for (`report`: bench.aggregate.Report); returns the paths
+    written."""
+    latest_run = {g["workload"]: g["run_id"] for g in report.latest}
+    written = [throughput_vs_baseline(report.latest, plots_dir)]
+    if not report.cdf.empty:
+        written += [
+            latency_cdf(report.cdf, workload, plots_dir, latest_run.get(workload, ""))
+            for workload in sorted(report.cdf["workload"].unique())
+        ]
+    written += [
+        failover_timeline(report.timeline, plots_dir),
+        election_scaling(report.election, plots_dir),
+    ]
+    written += [
+        trend(report.trend, workload, plots_dir)
+        for workload in sorted({t["workload"] for t in report.trend})
+    ]
+    if report.campaigns is not None:
+        written.append(campaign_convergence(report.campaigns.by_mix, plots_dir))
     return [path for path in written if path is not None]

@@ -14,9 +14,20 @@ import attrs
 
 from bench._rows import RowWriter
 
-__all__ = ["SUITES", "WORKLOADS", "Workload", "WorkloadOptions", "get_workload", "workload"]
+__all__ = [
+    "CLUSTERS",
+    "SUITES",
+    "WORKLOADS",
+    "Workload",
+    "WorkloadOptions",
+    "get_workload",
+    "workload",
+]
 
 SUITES = ("quick", "full")
+# The clusters a cluster workload runs on (bench/workloads/_cluster.py): each broker an OS
+# process of its own (the default), or all brokers and clients in one process.
+CLUSTERS = ("processes", "single")
 
 
 @attrs.frozen
@@ -25,12 +36,19 @@ class WorkloadOptions:
     seed: int = 0
     # How many seeds a seeded campaign runs (from `seed` on); None: the suite's number.
     seeds: int | None = None
+    # The clusters the cluster workloads measure, of CLUSTERS; None: the suite's (the
+    # full suite both, the quick one "processes").
+    clusters: tuple[str, ...] | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.suite not in SUITES:
             raise ValueError(f"unknown suite {self.suite!r}; expected one of {SUITES}")
         if self.seeds is not None and self.seeds < 1:
             raise ValueError(f"seeds must be at least 1, not {self.seeds}")
+        if self.clusters is not None and (
+            not self.clusters or not set(self.clusters) <= set(CLUSTERS)
+        ):
+            raise ValueError(f"clusters must be some of {CLUSTERS}, not {self.clusters!r}")
 
     @property
     def quick(self) -> bool:

@@ -14,6 +14,10 @@ queues and returns; one task sends every record due). Each case starts with a wa
 (the clients learn the leaders, then records at the case's rate for `warmup` seconds)
 whose records are not measured.
 
+Two clusters, each its own cases (names start with it): `processes` (the default), each
+broker an OS process of its own and the producer and consumer in the workload's process;
+`single`, brokers and clients all in this process's one Trio thread.
+
 Rows: one `max-rate` row (records/s the consumer received at full speed), and per case one
 `e2e` row per measured record (latency from its due time to the poll that returned it).
 """
@@ -30,7 +34,13 @@ import trio
 from bench._clock import WallStamp
 from bench._rows import RowWriter
 from bench.workloads import Summary, WorkloadOptions, workload
-from bench.workloads._cluster import create_topic, open_bench_cluster
+from bench.workloads._cluster import (
+    CLUSTERS,
+    check_clusters,
+    create_topic,
+    open_cluster_of,
+    suite_clusters,
+)
 from kcore.common import TopicPartition
 
 NAME = "e2e-latency"
@@ -49,12 +59,19 @@ class E2eParams:
     acks: str = "all"
     # Full collections scan only what the load allocates, not the cluster's start-up.
     freeze_gc: bool = True
+    clusters: tuple[str, ...] = CLUSTERS
 
 
 def params_for(options: WorkloadOptions) -> E2eParams:
     if options.quick:
-        return E2eParams(fractions=(0.5,), duration=0.5, warmup=0.3, max_rate_duration=0.5)
-    return E2eParams()
+        return E2eParams(
+            fractions=(0.5,),
+            duration=0.5,
+            warmup=0.3,
+            max_rate_duration=0.5,
+            clusters=suite_clusters(options),
+        )
+    return E2eParams(clusters=suite_clusters(options))
 
 
 @workload(NAME, "latency from send to the consumer's poll against offered load (acks=all, RF 3)")
@@ -63,24 +80,27 @@ async def run(rows: RowWriter, options: WorkloadOptions) -> Summary:
 
 
 async def run_e2e(rows: RowWriter, params: E2eParams) -> Summary:
+    check_clusters(params.clusters)
     summary: Summary = []
-    async with open_bench_cluster() as cluster:
-        if params.freeze_gc:
-            # What the cluster allocated to start lives as long as it: moved out of the
-            # collector's sight, a full collection (tens of ms over every object) scans
-            # only what the load allocates.
-            gc.collect()
-            gc.freeze()
-        try:
-            # The offered rates are fractions of the maximum as the report prints it, so a
-            # reader can check them (0.5 x 2937 is 1468, not 1469 from 2937.6 unrounded).
-            max_rate = round(await _max_rate(rows, params, cluster))
-            summary.append({"case": "max-rate", "records_per_s": max_rate})
-            for fraction in params.fractions:
-                rate = max(1, round(max_rate * fraction))
-                summary.append(await _case(rows, params, cluster, rate, fraction))
-        finally:
-            gc.unfreeze()
+    for kind in params.clusters:
+        async with open_cluster_of(kind) as cluster:
+            if params.freeze_gc:
+                # What the cluster (or this process's clients, with broker processes)
+                # allocated to start lives as long as it: moved out of the collector's
+                # sight, a full collection (tens of ms over every object) scans only what
+                # the load allocates. Broker processes freeze their own.
+                gc.collect()
+                gc.freeze()
+            try:
+                # The offered rates are fractions of the maximum as the report prints it,
+                # so a reader can check them (0.5 x 2937 is 1468, not 1469 from 2937.6).
+                max_rate = round(await _max_rate(rows, params, cluster, kind))
+                summary.append({"case": f"{kind}-max-rate", "records_per_s": max_rate})
+                for fraction in params.fractions:
+                    rate = max(1, round(max_rate * fraction))
+                    summary.append(await _case(rows, params, cluster, kind, rate, fraction))
+            finally:
+                gc.unfreeze()
     return summary
 
 
@@ -121,7 +141,7 @@ class _Deliveries:
             raise self.error
 
 
-async def _max_rate(rows: RowWriter, params: E2eParams, cluster) -> float:
+async def _max_rate(rows: RowWriter, params: E2eParams, cluster, kind: str) -> float:
     """Records/s the consumer receives while the producer sends as fast as it can (its
     buffer full: `send` waits for room), after a warm-up of the same length."""
     topic = await _new_topic(cluster, params, "e2e-max")
@@ -164,9 +184,9 @@ async def _max_rate(rows: RowWriter, params: E2eParams, cluster) -> float:
     elapsed = window[1] - window[0] if window else 0.0
     rate = window[2] / elapsed if elapsed > 0 else 0.0
     rows.write(
-        case=f"acks-{params.acks}-rf3-{params.record_bytes}B-max",
+        case=f"{kind}-acks-{params.acks}-rf3-{params.record_bytes}B-max",
         op="max-rate",
-        params={"record_bytes": params.record_bytes, "acks": params.acks},
+        params={"cluster": kind, "record_bytes": params.record_bytes, "acks": params.acks},
         start_time=WallStamp.now()(window[0] if window else trio.current_time()),
         latency_ns=round(elapsed * 1e9),
         nbytes=int(window[2]) * params.record_bytes if window else 0,
@@ -195,9 +215,12 @@ def _percentile_ms(ordered: list[float], fraction: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1000, 2)
 
 
-async def _case(rows, params: E2eParams, cluster, rate: int, fraction: float) -> dict[str, object]:
-    case = f"acks-{params.acks}-rf3-{params.record_bytes}B-{fraction:g}xmax"
+async def _case(
+    rows, params: E2eParams, cluster, kind: str, rate: int, fraction: float
+) -> dict[str, object]:
+    case = f"{kind}-acks-{params.acks}-rf3-{params.record_bytes}B-{fraction:g}xmax"
     case_params = {
+        "cluster": kind,
         "rate": rate,
         "fraction_of_max": fraction,
         "record_bytes": params.record_bytes,

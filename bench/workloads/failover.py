@@ -9,16 +9,25 @@ after a broker dies, on TCP loopback.
   cluster; the time until a new controller is active (`elected`) and until every
   surviving broker has its metadata (`metadata_converged`), and the difference, the
   controller's own work (`failover_work`).
-- election-scaling: a broker leading N partitions (N = 100 .. 10 000) dies and its
-  ZooKeeper session is expired at once, so the figure is the election itself: the time
-  until all N partitions are led again (`election` rows, one per N), to show how its cost
-  grows with N.
+- election-scaling: a broker leading N partitions (N = 100 .. 10 000, in topics of 100)
+  dies; from the moment a ZooKeeper watch sees its registration deleted (when the
+  controller learns of the death too) until every survivor's Metadata shows all N led by
+  a survivor (`election` rows, one per N), to show how the election's cost grows with N.
 
 A crash is noticed when the broker's ZooKeeper session expires (`SESSION_TIMEOUT_MS`,
 lower in the quick suite): the first two figures include it; election-scaling does not.
+
+Each runs on both clusters (bench/workloads/_cluster.py), each its own cases (names start
+with `processes-` or `single-`); the quick suite runs the process cluster only. In the
+process cluster a kill is a SIGKILL, and what the workloads see of the brokers is what a
+client or ZooKeeper sees (Metadata answers, /controller); in the single-process one they
+look at the brokers' own state, except election-scaling, which looks the same way in both.
 """
 
 from __future__ import annotations
+
+import contextlib
+import logging
 
 import attrs
 import trio
@@ -27,14 +36,24 @@ from bench._clock import WallStamp
 from bench._rows import RowWriter
 from bench.workloads import Summary, WorkloadOptions, workload
 from bench.workloads._cluster import (
+    CLUSTERS,
     SESSION_TIMEOUT_MS,
+    check_clusters,
     create_topic,
-    leaders,
-    open_bench_cluster,
-    wait_until_led,
+    current_leaders,
+    open_cluster_of,
+    suite_clusters,
 )
-from kcore.common import TopicPartition
+from bench.workloads._process_cluster import (
+    METADATA_POLL_INTERVAL,
+    ProcessCluster,
+    open_metadata_look,
+    watch_deregistration,
+)
+from kcore.client import NewTopic
 from kcore.testing import poll_until
+
+log = logging.getLogger("bench.failover")
 
 QUICK_SESSION_TIMEOUT_MS = 2000
 
@@ -45,6 +64,7 @@ class FailoverParams:
     load_per_s: int = 200  # the steady produce load during the kill
     settle: float = 1.0  # seconds of load before the kill
     session_timeout_ms: int = SESSION_TIMEOUT_MS
+    clusters: tuple[str, ...] = CLUSTERS
 
 
 # With thousands of partitions, brokers and controller in one Trio thread have stretches of
@@ -57,12 +77,19 @@ LARGE_SESSION_TIMEOUT_MS = 30000
 class ControllerFailoverParams:
     partition_counts: tuple[int, ...] = (1000, 10000)
     session_timeout_ms: int = LARGE_SESSION_TIMEOUT_MS
+    clusters: tuple[str, ...] = CLUSTERS
 
 
 @attrs.frozen
 class ElectionParams:
     partition_counts: tuple[int, ...] = (100, 1000, 3000, 10000)
-    session_timeout_ms: int = LARGE_SESSION_TIMEOUT_MS  # the death is signalled at once
+    # The survivors' sessions: long, so busy brokers keep them (the death is signalled by
+    # expiring the victim's session at once, or by its own short session).
+    session_timeout_ms: int = LARGE_SESSION_TIMEOUT_MS
+    # processes: how long the SIGKILLed victim goes unnoticed. 2 s makes a run quick, but
+    # on a loaded machine a victim busy taking 1 000 leaderships lost its 2 s session.
+    victim_session_ms: int = SESSION_TIMEOUT_MS
+    clusters: tuple[str, ...] = CLUSTERS
 
 
 def _quick(options: WorkloadOptions) -> bool:
@@ -80,7 +107,7 @@ async def run_failover_workload(rows: RowWriter, options: WorkloadOptions) -> Su
         if _quick(options)
         else FailoverParams()
     )
-    return await run_failover(rows, params)
+    return await run_failover(rows, attrs.evolve(params, clusters=suite_clusters(options)))
 
 
 @workload(
@@ -94,7 +121,9 @@ async def run_controller_failover_workload(rows: RowWriter, options: WorkloadOpt
         if _quick(options)
         else ControllerFailoverParams()
     )
-    return await run_controller_failover(rows, params)
+    return await run_controller_failover(
+        rows, attrs.evolve(params, clusters=suite_clusters(options))
+    )
 
 
 @workload(
@@ -103,26 +132,34 @@ async def run_controller_failover_workload(rows: RowWriter, options: WorkloadOpt
 )
 async def run_election_workload(rows: RowWriter, options: WorkloadOptions) -> Summary:
     params = (
-        ElectionParams((50, 200), QUICK_SESSION_TIMEOUT_MS) if _quick(options) else ElectionParams()
+        # One count: each starts a cluster of its own (the full suite draws the curve).
+        ElectionParams((200,), QUICK_SESSION_TIMEOUT_MS, QUICK_SESSION_TIMEOUT_MS)
+        if _quick(options)
+        else ElectionParams()
     )
-    return await run_election_scaling(rows, params)
+    return await run_election_scaling(rows, attrs.evolve(params, clusters=suite_clusters(options)))
 
 
 # -- failover ------------------------------------------------------------------------------
 
 
 async def run_failover(rows: RowWriter, params: FailoverParams) -> Summary:
+    check_clusters(params.clusters)
     summary = []
-    for count in params.partition_counts:
-        async with open_bench_cluster(session_timeout_ms=params.session_timeout_ms) as cluster:
-            summary.append(await _failover_case(rows, params, cluster, count))
+    for kind in params.clusters:
+        for count in params.partition_counts:
+            async with open_cluster_of(
+                kind, session_timeout_ms=params.session_timeout_ms
+            ) as cluster:
+                summary.append(await _failover_case(rows, params, cluster, kind, count))
     return summary
 
 
-async def _failover_case(rows, params, cluster, count) -> dict[str, object]:
+async def _failover_case(rows, params, cluster, kind, count) -> dict[str, object]:
     topic = "failover"
-    case = f"partitions-{count}"
+    case = f"{kind}-partitions-{count}"
     case_params = {
+        "cluster": kind,
         "partitions": count,
         "session_timeout_ms": params.session_timeout_ms,
         "load_per_s": params.load_per_s,
@@ -131,7 +168,7 @@ async def _failover_case(rows, params, cluster, count) -> dict[str, object]:
         cluster, topic, count, replication_factor=3, config={"min.insync.replicas": "2"}
     )
     stamp = WallStamp.now()
-    led = leaders(cluster, topic, count)
+    led = await current_leaders(cluster, topic, count)
     victim = max(sorted(set(led.values())), key=lambda b: sum(v == b for v in led.values()))
     affected = sorted(p for p, b in led.items() if b == victim)
     windows: list[float] = []
@@ -183,36 +220,55 @@ async def _failover_case(rows, params, cluster, count) -> dict[str, object]:
 
 
 async def run_controller_failover(rows: RowWriter, params: ControllerFailoverParams) -> Summary:
+    check_clusters(params.clusters)
     summary = []
-    for count in params.partition_counts:
-        async with open_bench_cluster(
-            session_timeout_ms=params.session_timeout_ms, logs="memory"
-        ) as cluster:
-            summary.append(await _controller_case(rows, params, cluster, count))
+    for kind in params.clusters:
+        for count in params.partition_counts:
+            async with open_cluster_of(
+                kind, session_timeout_ms=params.session_timeout_ms, logs="memory"
+            ) as cluster:
+                summary.append(await _controller_case(rows, params, cluster, kind, count))
     return summary
 
 
-async def _controller_case(rows, params, cluster, count) -> dict[str, object]:
-    case = f"partitions-{count}"
-    case_params = {"partitions": count, "session_timeout_ms": params.session_timeout_ms}
+async def _controller_case(rows, params, cluster, kind, count) -> dict[str, object]:
+    """single: the new controller as the brokers' controllers see it, convergence when
+    every broker's metadata cache names it with its epoch. processes: the new controller
+    as /controller names it (read every 5 ms), convergence when every survivor's Metadata
+    answer names it (asked every 10 ms; Metadata carries no epoch)."""
+    case = f"{kind}-partitions-{count}"
+    case_params = {
+        "cluster": kind,
+        "partitions": count,
+        "session_timeout_ms": params.session_timeout_ms,
+    }
     await create_topic(cluster, "controller-failover", count, replication_factor=3)
     stamp = WallStamp.now()
     old = await cluster.wait_for_controller(timeout=60)
-    old_epoch = cluster.controller_epoch()
-    killed_at = trio.current_time()
-    await cluster.kill_broker(old)
-    await poll_until(lambda: cluster.controller_id() not in (None, old), timeout=300, every=0.005)
-    elected_at = trio.current_time()
-    new = cluster.controller_id()
-    epoch = cluster.brokers[new].controller.epoch
-    await poll_until(
-        lambda: all(
-            b.metadata_cache.controller_id == new and b.metadata_cache.controller_epoch == epoch
-            for b in cluster.brokers.values()
-        ),
-        timeout=300,
-        every=0.005,
-    )
+    if isinstance(cluster, ProcessCluster):
+        old_epoch = await cluster.controller_epoch()
+        killed_at = trio.current_time()
+        await cluster.kill_broker(old)
+        new, epoch, elected_at = await _new_controller(cluster, old)
+        await _until_everyone_names(cluster, new)
+    else:
+        old_epoch = cluster.controller_epoch()
+        killed_at = trio.current_time()
+        await cluster.kill_broker(old)
+        await poll_until(
+            lambda: cluster.controller_id() not in (None, old), timeout=300, every=0.005
+        )
+        elected_at = trio.current_time()
+        new = cluster.controller_id()
+        epoch = cluster.brokers[new].controller.epoch
+        await poll_until(
+            lambda: all(
+                b.metadata_cache.controller_id == new and b.metadata_cache.controller_epoch == epoch
+                for b in cluster.brokers.values()
+            ),
+            timeout=300,
+            every=0.005,
+        )
     converged_at = trio.current_time()
     for op, since, until in (
         ("elected", killed_at, elected_at),
@@ -232,57 +288,158 @@ async def _controller_case(rows, params, cluster, count) -> dict[str, object]:
     }
 
 
+async def _new_controller(cluster: ProcessCluster, old: int) -> tuple[int, int | None, float]:
+    """Until /controller names a broker other than `old`: it, its epoch, and when."""
+    with trio.fail_after(300):
+        while True:
+            new = await cluster.controller_id()
+            if new not in (None, old):
+                return new, await cluster.controller_epoch(), trio.current_time()
+            await trio.sleep(0.005)
+
+
+async def _until_everyone_names(cluster: ProcessCluster, controller: int) -> None:
+    """Until every running broker's Metadata answer names `controller`."""
+    pending = set(cluster.broker_ids)
+    with trio.fail_after(300):
+        while pending:
+            for broker_id in sorted(pending):
+                view = await cluster.metadata(broker_id, ())
+                if view is not None and view.controller_id == controller:
+                    pending.discard(broker_id)
+            if pending:
+                await trio.sleep(0.01)
+
+
 # -- election scaling ----------------------------------------------------------------------
+
+# The N partitions are spread over topics of this many: a broker's Metadata answer about
+# 10 000 partitions costs it ~0.1 s of CPU, so the look that waits for the new leaders
+# asks about a few small topics at a time instead (see MetadataLook.wait_until_led).
+ELECTION_TOPIC_PARTITIONS = 100
 
 
 async def run_election_scaling(rows: RowWriter, params: ElectionParams) -> Summary:
+    check_clusters(params.clusters)
     summary = []
-    for count in params.partition_counts:
-        async with open_bench_cluster(
-            session_timeout_ms=params.session_timeout_ms, logs="memory"
-        ) as cluster:
-            summary.append(await _election_case(rows, cluster, count))
+    for kind in params.clusters:
+        for count in params.partition_counts:
+            summary.append(await _election_case(rows, params, kind, count))
     return summary
 
 
-async def _election_case(rows, cluster, count) -> dict[str, object]:
-    topic = "election"
-    case = f"leader-dies-{count}"
-    case_params = {"partitions": count}
-    # A broker other than the controller first in every assignment: it leads them all,
-    # and its death costs an election, not a controller failover too.
-    controller = await cluster.wait_for_controller(timeout=60)
-    victim, *others = sorted(cluster.brokers, key=lambda b: b == controller)
-    async with cluster.admin(request_timeout_ms=600_000) as admin:
-        await admin.create_topic(
-            topic,
-            assignments={p: [victim, *others] for p in range(count)},
-            config={},
-            timeout=600,
-        )
-    await wait_until_led(cluster, topic, count)
-    led = leaders(cluster, topic, count)
-    assert set(led.values()) == {victim}, f"{victim} should lead them all: {set(led.values())}"
-    stamp = WallStamp.now()
-    session = cluster.brokers[victim].zk_client.session_id
-    await cluster.kill_broker(victim)
-    began = trio.current_time()
-    await cluster.zk_server.expire_session(session)  # noticed now, not a timeout later
-    await wait_until_led(cluster, topic, count, not_by=victim)
-    elapsed = trio.current_time() - began
+def election_topics(count: int) -> dict[str, int]:
+    """Topic -> partitions: `count` partitions in topics of ELECTION_TOPIC_PARTITIONS."""
+    sizes = [ELECTION_TOPIC_PARTITIONS] * (count // ELECTION_TOPIC_PARTITIONS)
+    if count % ELECTION_TOPIC_PARTITIONS:
+        sizes.append(count % ELECTION_TOPIC_PARTITIONS)
+    return {f"election-{index}": size for index, size in enumerate(sizes)}
+
+
+async def _election_case(rows, params: ElectionParams, kind: str, count: int) -> dict[str, object]:
+    """A broker other than the controller, first in every assignment, leads all `count`
+    partitions and is killed. Timed from the moment a ZooKeeper watch sees its
+    registration deleted (when the controller learns of the death too) until every
+    survivor's Metadata shows every partition led by a survivor.
+
+    single: the victim's session is expired right after the kill (the death noticed at
+    once). processes: the victim is SIGKILLed with a short session (`victim_session_ms`),
+    the others keep a long one (stable while busy); it starts after the others, so it is
+    never the controller."""
+    case = f"{kind}-leader-dies-{count}"
+    victim = 3
+    process_options = {}
+    if kind == "processes":
+        process_options = {
+            "per_broker_config": {
+                victim: {"zookeeper.session.timeout.ms": params.victim_session_ms}
+            },
+            "start_late": (victim,),
+        }
+    async with open_cluster_of(
+        kind, session_timeout_ms=params.session_timeout_ms, logs="memory", **process_options
+    ) as cluster:
+        controller = await cluster.wait_for_controller(timeout=60)
+        if kind == "single":
+            victim = max(b for b in cluster.brokers if b != controller)
+        others = sorted(b for b in (1, 2, 3) if b != victim)
+        assert controller != victim, f"the victim {victim} must not be the controller"
+        topics = election_topics(count)
+        async with cluster.admin(request_timeout_ms=600_000) as admin:
+            await admin.create_topics(
+                [
+                    NewTopic(name, assignments={p: [victim, *others] for p in range(size)})
+                    for name, size in topics.items()
+                ],
+                timeout=600,
+            )
+        async with _look(cluster) as (look, addresses):
+            await look.wait_until_led(addresses(), topics, timeout=600)
+            await _until_led_by(cluster, topics, victim)
+            await look.wait_until_led(addresses(), topics, timeout=600)
+            stamp = WallStamp.now()
+            deleted = await watch_deregistration(cluster.zk, victim)
+            if kind == "single":
+                session = cluster.brokers[victim].zk_client.session_id
+                await cluster.kill_broker(victim)
+                await cluster.zk_server.expire_session(session)  # noticed now
+            else:
+                await cluster.kill_broker(victim)  # noticed when its session expires
+            began = await deleted.wait(timeout=params.session_timeout_ms / 1000 + 60)
+            seen = await look.wait_until_led(addresses(), topics, not_by=victim, timeout=600)
+    elapsed = seen.seen_at - began
+    case_params = {
+        "partitions": count,
+        "cluster": kind,
+        "topics": len(topics),
+        "poll_interval_ms": round(METADATA_POLL_INTERVAL * 1000),
+    }
     rows.write(
         case=case, op="election", params=case_params, start_time=stamp(began),
         latency_ns=round(elapsed * 1e9), count=count,
     )  # fmt: skip
-    assert all(
-        cluster.brokers[b].replica_manager.partition(TopicPartition(topic, p)).is_leader
-        for p, b in leaders(cluster, topic, count).items()
-    )
     return {
         "case": case,
         "seconds": round(elapsed, 3),
         "per_partition_ms": round(elapsed / count * 1000, 3),
+        # The election ended after the last answer that did not show it was asked for.
+        "not_before_s": round(max(0.0, seen.not_yet_at - began), 3),
+        "metadata_polls": seen.polls,
     }
+
+
+async def _until_led_by(cluster, topics: dict[str, int], victim: int) -> None:
+    """Until `victim` leads every partition. It does once they are created, unless its
+    session expired meanwhile (a short one, on a busy machine): then preferred-leader
+    elections bring them back once it is in sync again."""
+    with trio.fail_after(300):  # TooSlowError: see the warnings logged meanwhile
+        while True:
+            led = [await current_leaders(cluster, name, size) for name, size in topics.items()]
+            leaders_seen = {b for by_partition in led for b in by_partition.values()}
+            if leaders_seen == {victim} and sum(map(len, led)) == sum(topics.values()):
+                return
+            log.warning("election: %s lead too, not only %d: electing preferred leaders",
+                        sorted(leaders_seen - {victim}), victim)  # fmt: skip
+            async with cluster.admin(request_timeout_ms=600_000) as admin:
+                await admin.elect_leaders(None, timeout=120)  # per-partition errors: retried
+            await trio.sleep(0.5)  # a follower back in sync takes a fetch or two
+
+
+@contextlib.asynccontextmanager
+async def _look(cluster):
+    """A MetadataLook at the cluster, and a function giving the running brokers' addresses."""
+    if isinstance(cluster, ProcessCluster):
+        yield cluster.look, lambda: dict(cluster.addresses)
+        return
+    async with open_metadata_look(cluster.network) as look:
+        yield (
+            look,
+            lambda: {
+                broker_id: (b.endpoints[0].host, b.endpoints[0].port)
+                for broker_id, b in cluster.brokers.items()
+                if b.endpoints
+            },
+        )
 
 
 __all__ = [

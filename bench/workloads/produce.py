@@ -10,8 +10,14 @@ and one `send` row for every `sample_every`-th record (its send-to-ack latency).
 names its baseline, the raw transport streaming frames of the same size, so the report
 shows produce throughput as a fraction of what the bare transport moves.
 
-Brokers, producers and their fetchers all share this process's one Trio thread: the
-figures are for the whole cluster on one core, not for one broker.
+Two clusters, each a case of its own (the case name starts with it): `processes` (the
+default), each broker an OS process of its own and the producers in the workload's
+process (the load generator's own), as users deploy; and `single`, brokers, producers and
+their fetchers all in this process's one Trio thread, the whole cluster on one core. The
+processes cases' console lines add the CPU each broker process and the load generator used
+while measuring, as a share of one core (1.0: that process was the limit), and
+`broker_MB_per_cpu_s`, the MB the brokers stored (as leader or follower) per CPU second
+they used: what one broker process carries per core.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 
@@ -28,7 +35,14 @@ import trio
 from bench._clock import WallStamp
 from bench._rows import RowWriter
 from bench.workloads import Summary, WorkloadOptions, workload
-from bench.workloads._cluster import create_topic, open_bench_cluster
+from bench.workloads._cluster import (
+    CLUSTERS,
+    check_clusters,
+    create_topic,
+    open_cluster_of,
+    suite_clusters,
+)
+from bench.workloads._process_cluster import ProcessCluster
 from kcore.client import FutureRecordMetadata, Producer, RecordMetadata
 
 NAME = "produce"
@@ -54,6 +68,7 @@ class ProduceParams:
     batch_bytes: int = 256 * 1024
     sample_every: int = 20  # one latency row per this many records
     min_records: int = 50  # measured at the least, however long that takes
+    clusters: tuple[str, ...] = CLUSTERS
 
 
 def params_for(options: WorkloadOptions) -> ProduceParams:
@@ -66,8 +81,9 @@ def params_for(options: WorkloadOptions) -> ProduceParams:
             replication=(1, 3),
             record_bytes=(1024,),
             producers=(1,),
+            clusters=suite_clusters(options),
         )
-    return ProduceParams()
+    return ProduceParams(clusters=suite_clusters(options))
 
 
 def _size_name(nbytes: int) -> str:
@@ -84,21 +100,25 @@ async def run(rows: RowWriter, options: WorkloadOptions) -> Summary:
 
 
 async def run_produce(rows: RowWriter, params: ProduceParams) -> Summary:
+    check_clusters(params.clusters)
     summary = []
-    cases = itertools.product(
-        params.replication, params.acks, params.record_bytes, params.producers
-    )
-    async with open_bench_cluster() as cluster:
-        for number, (rf, acks, size, producers) in enumerate(cases):
-            topic = f"produce-{number}"
-            await create_topic(
-                cluster,
-                topic,
-                params.partitions,
-                replication_factor=rf,
-                config={"min.insync.replicas": str(min(rf, 2))},
-            )
-            summary.append(await _case(rows, params, cluster, topic, rf, acks, size, producers))
+    for kind in params.clusters:
+        cases = itertools.product(
+            params.replication, params.acks, params.record_bytes, params.producers
+        )
+        async with open_cluster_of(kind) as cluster:
+            for number, (rf, acks, size, producers) in enumerate(cases):
+                topic = f"produce-{number}"
+                await create_topic(
+                    cluster,
+                    topic,
+                    params.partitions,
+                    replication_factor=rf,
+                    config={"min.insync.replicas": str(min(rf, 2))},
+                )
+                summary.append(
+                    await _case(rows, params, cluster, kind, topic, rf, acks, size, producers)
+                )
     return summary
 
 
@@ -108,9 +128,10 @@ class _Tally:
     sent: int = 0
 
 
-async def _case(rows, params, cluster, topic, rf, acks, size, producers) -> dict[str, object]:
-    case = f"acks-{acks}-rf{rf}-{_size_name(size)}-x{producers}"
+async def _case(rows, params, cluster, kind, topic, rf, acks, size, producers) -> dict[str, object]:
+    case = f"{kind}-acks-{acks}-rf{rf}-{_size_name(size)}-x{producers}"
     case_params = {
+        "cluster": kind,
         "acks": acks,
         "replication_factor": rf,
         "record_bytes": size,
@@ -158,10 +179,13 @@ async def _case(rows, params, cluster, topic, rf, acks, size, producers) -> dict
                 stop=measured_enough, on_delivery=on_delivery,
             )  # fmt: skip
 
+    cpu: dict[str, float] = {}  # each process's share of a core while measuring
+
     async def measure() -> tuple[int, float]:
         await trio.sleep(params.warmup)
         measured, seconds = 0, 0.0
         start, last = trio.current_time(), tally.records
+        cpu_start = _cpu_seconds(cluster)
         # Past `end` only on a machine too loaded to ack `min_records` in time: a run
         # always measures something.
         while trio.current_time() < end or measured < params.min_records:
@@ -174,6 +198,11 @@ async def _case(rows, params, cluster, topic, rf, acks, size, producers) -> dict
             )  # fmt: skip
             measured, seconds = measured + count - last, seconds + now - start
             start, last = now, count
+        cpu.update(
+            (name, (used - cpu_start[name]) / seconds)
+            for name, used in _cpu_seconds(cluster).items()
+            if name in cpu_start and seconds > 0
+        )
         measured_enough.set()
         return measured, seconds
 
@@ -188,11 +217,43 @@ async def _case(rows, params, cluster, topic, rf, acks, size, producers) -> dict
         nursery.start_soon(keep, measure)
     measured, seconds = result[0]
     records_per_s = measured / seconds if seconds else 0.0
-    return {
+    line: dict[str, object] = {
         "case": case,
         "records_per_s": round(records_per_s),
         "MB_per_s": round(records_per_s * size / 1e6, 2),
     }
+    if kind == "processes":
+        line.update({f"{name}_cpu": round(share, 2) for name, share in sorted(cpu.items())})
+        # What a broker process carries per core: the MB its replicas stored (as leader
+        # or follower; records go round-robin, so a partition gets its share) per CPU
+        # second the broker processes used.
+        replicas = await _replicas(cluster, topic)
+        stored = sum(len(r) for r in replicas.values()) / max(1, len(replicas))
+        broker_cpu = sum(share for name, share in cpu.items() if name.startswith("broker-"))
+        if broker_cpu > 0:
+            line["broker_MB_per_cpu_s"] = round(records_per_s * size * stored / 1e6 / broker_cpu)
+    return line
+
+
+async def _replicas(cluster: ProcessCluster, topic: str) -> dict[int, tuple[int, ...]]:
+    """Partition -> its replicas, as a broker's Metadata answers."""
+    for broker_id in cluster.broker_ids:
+        view = await cluster.metadata(broker_id, [topic])
+        described = None if view is None else view.topic(topic)
+        if described is not None:
+            return {p.partition: p.replicas for p in described.partitions}
+    return {}
+
+
+def _cpu_seconds(cluster) -> dict[str, float]:
+    """CPU seconds used so far by this process ("client": the load generator) and, in a
+    process cluster, by each broker."""
+    used = {"client": time.process_time()}
+    if isinstance(cluster, ProcessCluster):
+        used.update(
+            (name, seconds) for name, seconds in cluster.cpu_seconds().items() if name != "zkstub"
+        )
+    return used
 
 
 async def send_in_window(

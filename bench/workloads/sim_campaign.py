@@ -18,22 +18,29 @@ The quick suite runs 8 seeds (one per combination), the full suite 200; `--seeds
 overrides both, and `--seed` is the first seed.
 
 Rows: one `seed` row per seed: `latency_ns` is the seed's real time, `outcome` "ok" or
-"failed", `params` the combination and `sim_seed`.
+"failed", `params` the combination (its fault mix in `faults`: the cluster faults, then the
+consumer faults when there is a group), `sim_seed`, what the seed broke (`invariants`,
+comma-separated, "" when it passed) and `converge_s`: virtual seconds from the end of the
+faults to the cluster converged (None when it never did), read from the seed's trace.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
+import multiprocessing
 import os
 import time
 from collections import Counter
+from collections.abc import Iterator, Sequence
 
 import attrs
 import trio
 
 from bench._rows import RowWriter
 from bench.workloads import Summary, WorkloadOptions, workload
-from kcore.sim import SeedOutcome, Shape, run_campaign
-from kcore.testing.sim import SimConfig
+from kcore.sim import SeedOutcome, Shape, run_seed
+from kcore.testing.sim import TOPIC, SimConfig
 
 NAME = "sim-campaign"
 CHAOS_SECONDS = 20.0  # virtual seconds of faults per seed, as the test suite's sweep
@@ -67,6 +74,13 @@ class Combination:
             group_consumers=self.group_consumers,
         )
 
+    @property
+    def faults(self) -> str:
+        """The fault mix its seeds draw from, as a row's `faults` parameter."""
+        config = self.config(0)
+        faults = config.faults + (config.consumer_faults if self.group_consumers else ())
+        return ",".join(faults)
+
     def replay_command(self, seed: int) -> str:
         idempotent = " --idempotent" if self.idempotent else ""
         if self.group_consumers:
@@ -99,6 +113,59 @@ def seeds_for(options: WorkloadOptions) -> range:
     return range(options.seed, options.seed + count)
 
 
+def convergence_seconds(trace: Sequence[str], config: SimConfig) -> float | None:
+    """Virtual seconds from the end of the faults to the "converged" line of a seed's trace
+    (lines `"<virtual time> <event>"`, `kcore.testing.sim.Simulation.log`); None when the
+    trace has no such line. The faults start when the topic is created, or once the group
+    has formed when there is one, and last `chaos_seconds`."""
+    started = converged = None
+    start_event = "group formed" if config.group_consumers else f"topic {TOPIC} created"
+    for line in trace:
+        stamp, _, event = line.strip().partition(" ")
+        try:
+            at = float(stamp)
+        except ValueError:
+            continue
+        event = event.strip()
+        if started is None and event == start_event:
+            started = at
+        elif event == "converged":
+            converged = at
+    if started is None or converged is None:
+        return None
+    return max(0.0, converged - (started + config.chaos_seconds))
+
+
+def _rounded(seconds: float | None) -> float | None:
+    # The trace's stamps have milliseconds: so does their difference.
+    return None if seconds is None else round(seconds, 3)
+
+
+def _run_measured_seed(config: SimConfig, log_level: str) -> tuple[SeedOutcome, float | None]:
+    """One seed in a campaign worker (logging at `log_level`, as kcore.sim's workers), with
+    its time to converge. The seed runs traced, to read that time; the outcome keeps the
+    text (trace and report) only for a failure."""
+    logging.getLogger().setLevel(log_level)
+    outcome = run_seed(config, trace=True)
+    converge = convergence_seconds(outcome.text.splitlines(), config)
+    if outcome.ok:
+        outcome = attrs.evolve(outcome, text="")
+    return outcome, converge
+
+
+def run_measured_campaign(
+    configs: Sequence[SimConfig], workers: int, log_level: str = "WARNING"
+) -> Iterator[tuple[SeedOutcome, float | None]]:
+    """`kcore.sim.run_campaign` with each seed's time to converge: fresh spawned processes,
+    outcomes as they complete."""
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
+        futures = [pool.submit(_run_measured_seed, config, log_level) for config in configs]
+        for future in concurrent.futures.as_completed(futures):
+            yield future.result()
+
+
 @workload(
     NAME,
     "seeded simulations under faults, one row per seed (3 and 5 brokers, acks=all, with "
@@ -109,10 +176,10 @@ async def run(rows: RowWriter, options: WorkloadOptions) -> Summary:
     configs = [combination_of(seed).config(seed) for seed in seeds]
     workers = min(os.cpu_count() or 1, len(configs)) or 1
     # The seeds run in spawned processes; this task only waits for them.
-    outcomes: list[SeedOutcome] = await trio.to_thread.run_sync(
-        lambda: list(run_campaign(configs, workers))
-    )
+    measured = await trio.to_thread.run_sync(lambda: list(run_measured_campaign(configs, workers)))
     finished = time.time()
+    converge = {outcome.seed: seconds for outcome, seconds in measured}
+    outcomes = [outcome for outcome, _ in measured]
     failed = []
     for outcome in sorted(outcomes, key=lambda o: o.seed):
         combination = combination_of(outcome.seed)
@@ -128,6 +195,9 @@ async def run(rows: RowWriter, options: WorkloadOptions) -> Summary:
                 "min_insync_replicas": MIN_INSYNC_REPLICAS,
                 "chaos_seconds": CHAOS_SECONDS,
                 "group_consumers": combination.group_consumers,
+                "faults": combination.faults,
+                "invariants": ",".join(outcome.failed),
+                "converge_s": _rounded(converge[outcome.seed]),
             },
             start_time=finished - outcome.seconds,
             latency_ns=int(outcome.seconds * 1e9),

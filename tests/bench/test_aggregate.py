@@ -1,11 +1,16 @@
-"""`python -m bench aggregate`: the PySpark summary of synthetic result rows, checked against
-the same figures computed here in plain Python, plus the CSV, Markdown and plots it writes.
+"""`python -m bench aggregate`: the Spark report of a results store (and of a run's folder
+of JSON lines), checked against the same figures computed here in plain Python, plus the
+CSV, Markdown and plots it writes, and the same report on Spark's local-cluster mode.
 
-The Spark tests share one module-scoped SparkSession (one JVM start for the file)."""
+The Spark tests share the session-scoped SparkSession (tests/bench/conftest.py)."""
 
 import csv
 import json
+import math
+import os
 import random
+import subprocess
+import sys
 from collections import defaultdict
 
 import numpy as np
@@ -15,7 +20,8 @@ import pytest
 from bench import open_rows
 from bench import plots as bench_plots
 from bench.__main__ import main as bench_main
-from bench.aggregate import SUMMARY_COLUMNS, aggregate
+from bench.aggregate import PERCENTILES, SUMMARY_COLUMNS, aggregate
+from bench.store import import_jsonl
 
 BASE = 1_700_000_000.0  # wall-clock seconds of the first synthetic row
 RUN = "run-a"
@@ -23,16 +29,6 @@ SHA = "abc123"
 STREAM = "transport-raw/stream-1KiB-x64/stream_interval"
 ROUND_TRIP = "transport-raw/round-trip-x1/round_trip"
 MISSING = "transport-raw/no-such-case/round_trip"
-PER_ROW_COLUMNS = [
-    "workload",
-    "case",
-    "op",
-    "start_time",
-    "latency_ns",
-    "count",
-    "outcome",
-    "partitions",
-]
 
 
 # --- synthetic rows ----------------------------------------------------------------------
@@ -52,7 +48,7 @@ def _transport_raw(rows, rng):
             count=frames,
         )
     params = {"in_flight": 1, "body_bytes": 100, "network": "tcp-loopback"}
-    for i in range(40):
+    for i in range(140):
         rows.write(
             case="round-trip-x1",
             op="round_trip",
@@ -62,12 +58,19 @@ def _transport_raw(rows, rng):
             nbytes=230,
             outcome="Timeout" if i == 7 else "ok",
         )
+    rows.write(
+        case="connect",
+        op="connect",
+        params={},
+        start_time=BASE + 1.5,
+        latency_ns=2_500_000,
+    )
 
 
 def _kcore_produce(rows, rng):
     params = {"acks": "all", "baseline": STREAM, "baseline_metric": "bytes_per_s"}
     for i in range(4):
-        frames = 700 + i
+        frames = 700 + 5 * i
         rows.write(
             case="produce-1KiB",
             op="produce_interval",
@@ -145,6 +148,13 @@ def write_results(folder):
 # --- the same figures in plain Python ----------------------------------------------------
 
 
+def nearest_rank(values, p):
+    """percentile_approx's answer when it is exact (groups below its accuracy): the
+    smallest value with at least a fraction p of the values at or below it."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p * len(ordered)) - 1)]
+
+
 def expected_groups(rows):
     grouped = defaultdict(list)
     for row in rows:
@@ -154,11 +164,13 @@ def expected_groups(rows):
         span = max(r["start_time"] + r["latency_ns"] / 1e9 for r in members) - min(
             r["start_time"] for r in members
         )
+        interval = key[2].endswith("_interval")
         ok = [r["latency_ns"] for r in members if r["outcome"] == "ok"]
-        p50, p95, p99 = np.percentile(ok, [50, 95, 99]) / 1e6
+        rates = [r["count"] / (r["latency_ns"] / 1e9) for r in members if interval]
         count = sum(r["count"] for r in members)
         nbytes = sum(r["bytes"] for r in members)
-        expected["/".join(key)] = {
+        want = {
+            "kind": "interval" if interval else "op",
             "rows": len(members),
             "count": count,
             "bytes": nbytes,
@@ -166,13 +178,22 @@ def expected_groups(rows):
             "span_s": span,
             "ops_per_s": count / span,
             "bytes_per_s": nbytes / span,
-            "p50_ms": p50,
-            "p95_ms": p95,
-            "p99_ms": p99,
-            "max_ms": max(ok) / 1e6,
             "params": min(members, key=lambda r: r["start_time"])["params"],
+            "latency_n": None if interval else len(ok),
+            "max_ms": None if interval else max(ok) / 1e6,
+            "rate_min": min(rates) if rates else None,
+            "rate_max": max(rates) if rates else None,
+            "rate_cv": np.std(rates, ddof=1) / np.mean(rates) if len(rates) > 1 else None,
         }
+        for name, p, at_least in PERCENTILES:
+            shown = not interval and len(ok) >= at_least
+            want[name] = nearest_rank(ok, p) / 1e6 if shown else None
+        expected["/".join(key)] = want
     return expected
+
+
+def _close(value, want, rel):
+    return value is None if want is None else value == pytest.approx(want, rel=rel)
 
 
 def _key(group):
@@ -183,12 +204,21 @@ def _key(group):
 
 
 @pytest.fixture(scope="module")
-def run(spark, tmp_path_factory):
-    """(rows written, groups returned, output folder) of one aggregation."""
-    results = tmp_path_factory.mktemp("results")
+def results(tmp_path_factory):
+    """(rows written, their folder, a store they were imported into)."""
+    folder = tmp_path_factory.mktemp("results")
+    rows = write_results(folder)
+    store = tmp_path_factory.mktemp("bench") / "store"
+    import_jsonl(store, [folder], host_class="2-core")
+    return rows, folder, store
+
+
+@pytest.fixture(scope="module")
+def run(spark, results, tmp_path_factory):
+    """(rows written, groups returned, output folder) of one report on the store."""
+    rows, _, store = results
     out = tmp_path_factory.mktemp("summary")
-    rows = write_results(results)
-    groups = aggregate(results, out, spark=spark)
+    groups = aggregate(store, out, spark=spark)
     return rows, groups, out
 
 
@@ -202,13 +232,33 @@ def test_every_group_matches_the_raw_rows(run):
     assert [_key(g) for g in groups] == sorted(expected)  # sorted by workload, case, op
     for group in groups:
         want = expected[_key(group)]
-        for name in ("rows", "count", "bytes", "errors"):
+        for name in ("kind", "rows", "count", "bytes", "errors", "latency_n"):
             assert group[name] == want[name], (_key(group), name)
-        for name in ("span_s", "ops_per_s", "bytes_per_s", "p50_ms", "p95_ms", "p99_ms"):
-            assert group[name] == pytest.approx(want[name], rel=1e-9), (_key(group), name)
-        assert group["max_ms"] == pytest.approx(want["max_ms"], rel=1e-12)
+        for name in ("span_s", "ops_per_s", "bytes_per_s", "rate_min", "rate_max", "rate_cv"):
+            assert _close(group[name], want[name], 1e-9), (_key(group), name)
+        for name in ("p50_ms", "p95_ms", "p99_ms", "max_ms"):
+            assert _close(group[name], want[name], 1e-12), (_key(group), name)
         assert json.loads(group["params"]) == want["params"]
-        assert list(group) == list(SUMMARY_COLUMNS)
+        assert group["host_class"] == "2-core"
+        assert list(group)[: len(SUMMARY_COLUMNS)] == list(SUMMARY_COLUMNS)
+
+
+@pytest.mark.spark
+def test_only_meaningful_latencies_are_shown(run):
+    _, groups, _ = run
+    by_key = {_key(g): g for g in groups}
+    # An interval's length is no operation's latency: its rate and spread instead.
+    stream = by_key[STREAM]
+    assert [stream[n] for n in ("p50_ms", "p95_ms", "p99_ms", "max_ms")] == [None] * 4
+    assert stream["intervals"] == 5 and stream["rate_min"] < stream["rate_max"]
+    # One operation: its latency, as the max, and no percentiles.
+    connect = by_key["transport-raw/connect/connect"]
+    assert connect["max_ms"] == pytest.approx(2.5)
+    assert (connect["p50_ms"], connect["p95_ms"], connect["p99_ms"]) == (None, None, None)
+    # 30 operations: p50 and p95 mean something, p99 would be the max.
+    fetch = by_key["kcore-produce/fetch-x1/fetch"]
+    assert fetch["p95_ms"] is not None and fetch["p99_ms"] is None
+    assert by_key[ROUND_TRIP]["p99_ms"] is not None  # 139 ok operations
 
 
 @pytest.mark.spark
@@ -222,20 +272,21 @@ def test_errors_are_counted_but_left_out_of_the_latencies(run):
 
 
 @pytest.mark.spark
-def test_ratios_divide_by_the_baseline_measured_in_the_same_run(run):
+def test_ratios_divide_by_the_baseline_of_the_same_run_with_their_spread(run):
     _, groups, _ = run
     by_key = {_key(g): g for g in groups}
     produce = by_key["kcore-produce/produce-1KiB/produce_interval"]
-    assert produce["baseline"] == STREAM
-    assert produce["baseline_metric"] == "bytes_per_s"
-    assert produce["baseline_value"] == by_key[STREAM]["bytes_per_s"]
-    assert produce["ratio"] == pytest.approx(
-        produce["bytes_per_s"] / by_key[STREAM]["bytes_per_s"], rel=1e-12
-    )
+    stream = by_key[STREAM]
+    assert (produce["baseline"], produce["baseline_metric"]) == (STREAM, "bytes_per_s")
+    assert produce["baseline_value"] == stream["bytes_per_s"]
+    assert produce["ratio"] == pytest.approx(produce["bytes_per_s"] / stream["bytes_per_s"])
+    # One standard deviation, from both sides' per-interval byte rates.
+    cv = math.hypot(produce["byte_rate_cv"], stream["byte_rate_cv"])
+    assert produce["ratio_spread"] == pytest.approx(produce["ratio"] * cv)
+    assert 0 < produce["ratio_spread"] < produce["ratio"]
     fetch = by_key["kcore-produce/fetch-x1/fetch"]
-    assert fetch["ratio"] == pytest.approx(
-        fetch["ops_per_s"] / by_key[ROUND_TRIP]["ops_per_s"], rel=1e-12
-    )
+    assert fetch["ratio"] == pytest.approx(fetch["ops_per_s"] / by_key[ROUND_TRIP]["ops_per_s"])
+    assert fetch["ratio_spread"] is None  # single operations: no repeats to spread over
 
 
 @pytest.mark.spark
@@ -257,7 +308,7 @@ def test_csv_and_markdown_hold_every_group(run):
         lines = list(reader)
     assert [_key(line) for line in lines] == [_key(g) for g in groups]
     for line, group in zip(lines, groups, strict=True):
-        assert float(line["ops_per_s"]) == group["ops_per_s"]
+        assert line["ops_per_s"] == repr(group["ops_per_s"])
         assert line["ratio"] == ("" if group["ratio"] is None else repr(group["ratio"]))
         assert json.loads(line["params"]) == json.loads(group["params"])
 
@@ -267,9 +318,14 @@ def test_csv_and_markdown_hold_every_group(run):
         assert f"## {workload}" in markdown
     for group in groups:
         assert f"| {group['case']} | {group['op']} |" in markdown
+    produce = {_key(g): g for g in groups}["kcore-produce/produce-1KiB/produce_interval"]
     produce_line = next(line for line in markdown.splitlines() if "| produce-1KiB |" in line)
-    ratio = {_key(g): g for g in groups}["kcore-produce/produce-1KiB/produce_interval"]["ratio"]
-    assert f"| {ratio:.3g} |" in produce_line
+    assert f"| {produce['ratio']:.3g} ± {produce['ratio_spread']:.3g} |" in produce_line
+    connect_line = next(line for line in markdown.splitlines() if "| connect |" in line)
+    assert connect_line.endswith("|  |  |  | 2.5 |  |  |")  # the max alone
+    assert "## Regressions in the latest runs" in markdown and "None." in markdown
+    for plot in (out / "plots").glob("*.png"):
+        assert f"(plots/{plot.name})" in markdown
 
 
 @pytest.mark.spark
@@ -295,15 +351,46 @@ def test_a_session_passed_in_is_left_running(run, spark):
 
 
 @pytest.mark.spark
-def test_cli_summarises_a_folder(spark, tmp_path, capsys):
-    write_results(tmp_path)
-    out = tmp_path / "out"
-    assert bench_main(["aggregate", str(tmp_path), "--out", str(out)]) == 0
+def test_cli_reports_on_a_run_folder_as_on_the_store(spark, run, results, capsys):
+    _, _, store_out = run
+    _, folder, _ = results
+    out = folder / "out"
+    assert bench_main(["aggregate", str(folder), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"wrote {out / 'summary.csv'}" in printed
     assert f"wrote {out / 'plots' / 'election_scaling.png'}" in printed
-    assert (out / "summary.md").exists()
     assert not spark.sparkContext._jsc.sc().isStopped()  # it reused the running session
+    from_folder = pd.read_csv(out / "summary.csv").drop(columns=["host_class"])
+    from_store = pd.read_csv(store_out / "summary.csv").drop(columns=["host_class"])
+    pd.testing.assert_frame_equal(from_folder, from_store, check_exact=False)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(600)
+def test_the_report_on_a_local_cluster_matches_the_raw_rows(spark_installed, results, tmp_path):
+    """`--spark-master local-cluster[2,1,1024]`: two executor JVMs besides the driver's, so
+    tasks and shuffles cross processes. (One workload: each Spark job costs seconds on
+    cold executors; and no in-process session, which would be a JVM more.)"""
+    rows, folder, _ = results
+    store = tmp_path / "store"
+    import_jsonl(store, [folder / "transport-raw.jsonl"], host_class="2-core")
+    out = tmp_path / "report"
+    command = [sys.executable, "-m", "bench", "aggregate", str(store), "--out", str(out)]
+    command += ["--spark-master", "local-cluster[2,1,1024]"]
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_HOME"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=500, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "on local-cluster[2,1,1024] with 2 executor(s)" in done.stdout
+    expected = expected_groups([row for row in rows if row["workload"] == "transport-raw"])
+    with (out / "summary.csv").open(newline="") as stream:
+        lines = list(csv.DictReader(stream))
+    assert sorted(_key(line) for line in lines) == sorted(expected)
+    for line in lines:
+        want = expected[_key(line)]
+        assert int(line["rows"]) == want["rows"] and int(line["errors"]) == want["errors"]
+        for name in ("ops_per_s", "rate_cv", "p50_ms", "p95_ms", "p99_ms", "max_ms"):
+            value = float(line[name]) if line[name] else None
+            assert _close(value, want[name], 1e-9), (_key(line), name)
 
 
 # --- without Spark -----------------------------------------------------------------------
@@ -312,7 +399,7 @@ def test_cli_summarises_a_folder(spark, tmp_path, capsys):
 def test_cli_rejects_a_folder_without_results(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("no rows here")
     assert bench_main(["aggregate", str(tmp_path)]) == 2
-    assert "holds no *.jsonl result files" in capsys.readouterr().err
+    assert "holds no results store and no *.jsonl result files" in capsys.readouterr().err
 
 
 def test_cli_rejects_a_missing_folder(tmp_path, capsys):
@@ -320,27 +407,36 @@ def test_cli_rejects_a_missing_folder(tmp_path, capsys):
     assert "is not a folder" in capsys.readouterr().err
 
 
-def test_plots_without_data_are_skipped(tmp_path):
-    groups = pd.DataFrame(columns=SUMMARY_COLUMNS)
-    per_row = pd.DataFrame(columns=PER_ROW_COLUMNS)
-    assert bench_plots.write_plots(groups, per_row, tmp_path / "plots") == []
-    assert bench_plots.throughput_vs_baseline(groups, tmp_path) is None
-    assert bench_plots.failover_timeline(per_row, tmp_path) is None
-    assert bench_plots.election_scaling(per_row, tmp_path) is None
-    assert not (tmp_path / "plots").exists()
-
-
-def test_election_rows_without_numeric_partitions_are_skipped(tmp_path):
-    per_row = pd.DataFrame(
+def test_ratios_of_0_02_and_14_are_both_readable(tmp_path):
+    """A log axis: a bar of 0.02 is as visible as one of 14."""
+    groups = [
         {
-            "workload": ["election-scaling"] * 2,
-            "case": ["zk-mode"] * 2,
-            "op": ["election"] * 2,
-            "start_time": [BASE, BASE + 1],
-            "latency_ns": [10**7, 2 * 10**7],
-            "count": [1, 1],
-            "outcome": ["ok", "ok"],
-            "partitions": [None, "many"],
+            "workload": "w",
+            "case": case,
+            "ratio": ratio,
+            "ratio_spread": spread,
+            "baseline": "w/base/op",
+            "baseline_metric": "ops_per_s",
         }
-    )
-    assert bench_plots.election_scaling(per_row, tmp_path) is None
+        for case, ratio, spread in (("slow", 0.02, 0.005), ("fast", 14.0, None))
+    ]
+    path = bench_plots.throughput_vs_baseline(groups, tmp_path)
+    assert path is not None and path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_an_election_fit_needs_three_partition_counts():
+    two = np.array([100.0, 1000.0])
+    assert bench_plots._least_squares(two, two / 1000) is None
+    three = np.array([100.0, 1000.0, 3000.0])
+    slope, intercept = bench_plots._least_squares(three, 0.5 + three / 1000)
+    assert slope == pytest.approx(1e-3) and intercept == pytest.approx(0.5)
+
+
+def test_plots_without_data_are_skipped(tmp_path):
+    empty = pd.DataFrame()
+    assert bench_plots.throughput_vs_baseline([], tmp_path) is None
+    assert bench_plots.failover_timeline(empty, tmp_path) is None
+    assert bench_plots.election_scaling(empty, tmp_path) is None
+    assert bench_plots.trend([], "w", tmp_path) is None
+    assert bench_plots.campaign_convergence([], tmp_path) is None
+    assert not list(tmp_path.iterdir())
