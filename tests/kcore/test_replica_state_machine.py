@@ -11,9 +11,8 @@ from kcore.zk_client import UpdateLeaderAndIsrResult
 from .test_request_batch import T0, _batch, _context
 
 
-class _ZkWhoseWriteAppliedButReplyWasLost:
-    """The first ISR write lands in ZooKeeper, but its reply is lost: the retry finds the
-    znode's version moved (BadVersion), and the re-read shows the replica already out."""
+class _ZkHolding:
+    """ZooKeeper holding one state for every partition asked about."""
 
     def __init__(self, state):
         self.state = state
@@ -21,6 +20,14 @@ class _ZkWhoseWriteAppliedButReplyWasLost:
 
     async def get_partition_states(self, tps):
         return dict.fromkeys(tps, self.state)
+
+    async def update_leader_and_isr(self, to_write, controller_epoch, epoch_zk_version):
+        raise AssertionError("nothing to write: the replica is out of the ISR already")
+
+
+class _ZkWhoseWriteAppliedButReplyWasLost(_ZkHolding):
+    """The first ISR write lands in ZooKeeper, but its reply is lost: the retry finds the
+    znode's version moved (BadVersion), and the re-read shows the replica already out."""
 
     async def update_leader_and_isr(self, to_write, controller_epoch, epoch_zk_version):
         self.writes += 1
@@ -48,18 +55,6 @@ async def test_an_isr_removal_whose_reply_was_lost_still_reaches_the_other_repli
     assert sorted(leader_and_isr) == [1, 2]
     (state,) = leader_and_isr[1].partition_states
     assert (state.leader, state.leader_epoch, state.isr) == (1, 4, (1, 2))
-
-
-class _ZkHolding:
-    def __init__(self, state):
-        self.state = state
-        self.writes = 0
-
-    async def get_partition_states(self, tps):
-        return dict.fromkeys(tps, self.state)
-
-    async def update_leader_and_isr(self, to_write, controller_epoch, epoch_zk_version):
-        raise AssertionError("nothing to write: the replica is out of the ISR already")
 
 
 def _sent_for_partition(sent):
