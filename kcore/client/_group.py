@@ -59,6 +59,7 @@ from kcore.common import TopicPartition
 from kcore.protocol.api_keys import ApiKey
 
 __all__ = [
+    "CommittedOffset",
     "ConsumerGroupMetadata",
     "GroupHost",
     "GroupMember",
@@ -103,6 +104,16 @@ class ConsumerGroupMetadata:
     generation_id: int
     member_id: str
     group_instance_id: str | None
+
+
+@attrs.frozen
+class CommittedOffset:
+    """A group's committed offset of a partition, and the leader epoch of the record
+    before it when the committer knew it (None otherwise): KIP-320's
+    committed_leader_epoch, which tells the next owner how new its metadata must be."""
+
+    offset: int
+    leader_epoch: int | None = None
 
 
 @attrs.frozen
@@ -733,10 +744,14 @@ class GroupMember:
         *,
         generation: tuple[int, str] | None,
         deadline: float,
+        leader_epochs: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         """OffsetCommit, retried on retriable errors until `deadline` (then
         RequestTimedOutError). `generation` is (generation id, member id), None for
-        manually assigned partitions (-1 and "")."""
+        manually assigned partitions (-1 and ""). `leader_epochs`: the leader epoch of the
+        record before each offset, where known (committed as KIP-320's
+        committed_leader_epoch; -1 for the others)."""
+        epochs = leader_epochs or {}
         generation_id, member_id = generation if generation is not None else (NO_GENERATION, "")
         body = {
             "group_id": self.group_id,
@@ -750,7 +765,9 @@ class GroupMember:
                         {
                             "partition_index": partition,
                             "committed_offset": offsets[TopicPartition(topic, partition)],
-                            "committed_leader_epoch": -1,
+                            "committed_leader_epoch": epochs.get(
+                                TopicPartition(topic, partition), -1
+                            ),
                             "committed_metadata": "",
                         }
                         for partition in partitions
@@ -813,7 +830,7 @@ class GroupMember:
 
     async def fetch_committed(
         self, partitions: Iterable[TopicPartition]
-    ) -> dict[TopicPartition, int | None] | None:
+    ) -> dict[TopicPartition, CommittedOffset | None] | None:
         """One OffsetFetch (require_stable): each partition's committed offset (None:
         nothing committed); None when the attempt failed with a retriable error."""
         tps = sorted(set(partitions))
@@ -838,7 +855,7 @@ class GroupMember:
                 self._coordinator_error(code, "OffsetFetch")
                 return None
             raise errors.error_for_code(code, f"OffsetFetch of group {self.group_id}")
-        found: dict[TopicPartition, int | None] = {}
+        found: dict[TopicPartition, CommittedOffset | None] = {}
         for topic in response["topics"]:
             for p in topic["partitions"]:
                 tp = TopicPartition(topic["name"], p["partition_index"])
@@ -846,6 +863,8 @@ class GroupMember:
                     if p["error_code"] in RETRY_ERRORS:
                         return None
                     raise errors.error_for_code(p["error_code"], f"OffsetFetch of {tp}")
-                offset = p["committed_offset"]
-                found[tp] = offset if offset >= 0 else None
+                offset, epoch = p["committed_offset"], p["committed_leader_epoch"]
+                found[tp] = (
+                    CommittedOffset(offset, epoch if epoch >= 0 else None) if offset >= 0 else None
+                )
         return found

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 import trio
@@ -147,6 +147,23 @@ class Cluster:
         broker = self.brokers.get(node_id)
         return None if broker is None else broker.address
 
+    def without_leaders_older_than(self, epochs: Mapping[TopicPartition, int]) -> Cluster:
+        """This view, except that a partition whose leader epoch is older than `epochs`
+        says has no leader (and that epoch): a client that has seen a newer epoch than
+        its metadata names must not go to the leader the metadata names."""
+        topics = dict(self.topics)
+        changed = False
+        for tp, epoch in epochs.items():
+            info = self.partition(tp)
+            if info is None or info.leader_epoch >= epoch:
+                continue
+            topic = topics[tp.topic]
+            partitions = list(topic.partitions)
+            partitions[tp.partition] = attrs.evolve(info, leader=NO_LEADER, leader_epoch=epoch)
+            topics[tp.topic] = attrs.evolve(topic, partitions=tuple(partitions))
+            changed = True
+        return attrs.evolve(self, topics=topics) if changed else self
+
 
 def _newest_partitions(known: TopicMetadata, answer: TopicMetadata) -> TopicMetadata:
     """`answer`, except that a partition it describes with an older leader epoch than
@@ -194,6 +211,25 @@ class MetadataManager:
         self._log = logger
         self._lock = trio.Lock()
         self._last_refresh = -math.inf
+        # Leader epochs learnt elsewhere than from metadata (a committed offset's) that
+        # the metadata has not caught up with: Kafka's Metadata.lastSeenLeaderEpochs.
+        self._last_seen_epochs: dict[TopicPartition, int] = {}
+
+    def update_last_seen_epoch_if_newer(self, tp: TopicPartition, epoch: int) -> bool:
+        """Notes that `tp` has had a leader at `epoch` (e.g. the epoch a committed offset
+        was written in); True when that is newer than the metadata's, which then names no
+        leader for `tp` until an answer from a broker that knows that epoch (Kafka's
+        Metadata.updateLastSeenEpochIfNewer, KIP-320). Without it, a client that reads
+        its metadata from a broker cut off from the controller fetches from the leader
+        that broker last heard of, at an old epoch: a deposed leader whose log may be
+        shorter than the committed offset, which then looks out of range and is reset."""
+        if epoch < 0 or epoch <= max(
+            self.cluster.leader_epoch(tp), self._last_seen_epochs.get(tp, -1)
+        ):
+            return False
+        self._last_seen_epochs[tp] = epoch
+        self.cluster = self.cluster.without_leaders_older_than({tp: epoch})
+        return True
 
     def raise_if_unauthorized(self, topics: Iterable[str]) -> None:
         """`TopicAuthorizationFailedError` when the last answer about any of `topics` was
@@ -226,7 +262,13 @@ class MetadataManager:
             finally:
                 self._last_refresh = trio.current_time()
             newer, topic_errors = Cluster.from_response(response)
-            self.cluster = self.cluster.merged(newer, requested)
+            cluster = self.cluster.merged(newer, requested)
+            self.cluster = cluster.without_leaders_older_than(self._last_seen_epochs)
+            # An epoch the metadata has reached needs no keeping: merging keeps the newest.
+            for tp in [
+                tp for tp, e in self._last_seen_epochs.items() if cluster.leader_epoch(tp) >= e
+            ]:
+                del self._last_seen_epochs[tp]
             if requested is None:
                 self.topic_errors = topic_errors
             else:

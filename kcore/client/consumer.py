@@ -103,6 +103,9 @@ class ConsumerRecord:
     key: bytes | None
     value: bytes | None
     headers: tuple[Any, ...] = ()
+    # The leader epoch its batch was written in (None when the batch carries none):
+    # Kafka's ConsumerRecord.leaderEpoch().
+    leader_epoch: int | None = None
 
 
 # Its slots' setters, in field order (what poll builds records with; ConsumerRecord has no
@@ -115,19 +118,26 @@ _CONSUMER_RECORD_SETTERS = tuple(
 @attrs.define
 class _PartitionState:
     position: int | None = None  # the offset of the next record poll returns
+    # The leader epoch of the record before `position`, when known (Kafka's
+    # FetchPosition.offsetEpoch): committed with the position, as KIP-320's
+    # committed_leader_epoch.
+    position_epoch: int | None = None
     reset: str | None = None  # a pending seek_to_beginning/end ("earliest" / "latest")
     buffered: deque[ConsumerRecord] = attrs.field(factory=deque)
     # The position once every buffered record is returned (the end of the fetched
-    # batches); None when nothing is buffered.
+    # batches), and the leader epoch of the last of them; None when nothing is buffered.
     buffer_end: int | None = None
+    buffer_end_epoch: int | None = None
     # The position comes from the group's committed offset (looked up lazily), else from
     # auto_offset_reset.
     needs_committed: bool = False
     paused: bool = False
 
-    def move_to(self, position: int | None, reset: str | None = None) -> None:
+    def move_to(
+        self, position: int | None, reset: str | None = None, epoch: int | None = None
+    ) -> None:
         """A seek: what was buffered for the old position is dropped."""
-        self.position, self.reset = position, reset
+        self.position, self.reset, self.position_epoch = position, reset, epoch
         self.needs_committed = False
         self.buffered.clear()
         self.buffer_end = None
@@ -610,7 +620,23 @@ class Consumer:
                     f"{self.group_id}: poll to rejoin"
                 )
         deadline = trio.current_time() + self.default_api_timeout_ms / 1000
-        await group.commit(offsets, generation=generation, deadline=deadline)
+        await group.commit(
+            offsets,
+            generation=generation,
+            deadline=deadline,
+            leader_epochs=self._epochs_of(offsets),
+        )
+
+    def _epochs_of(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """The leader epoch of the record before each offset, for the offsets that are
+        their partition's position (the consumer read that record; of other offsets it
+        knows no epoch)."""
+        epochs = {}
+        for tp, offset in offsets.items():
+            state = self._assignment.get(tp)
+            if state is not None and state.position == offset and state.position_epoch is not None:
+                epochs[tp] = state.position_epoch
+        return epochs
 
     async def _commit_sync_quietly(self, why: str) -> None:
         offsets = self._consumed()
@@ -670,7 +696,8 @@ class Consumer:
                 f"the committed offsets of group {self.group_id} could not be fetched within "
                 f"default_api_timeout_ms={self.default_api_timeout_ms}"
             )
-        return found.get(tps[0]) if single else {tp: found.get(tp) for tp in tps}
+        offsets = {tp: None if c is None else c.offset for tp, c in found.items()}
+        return offsets.get(tps[0]) if single else {tp: offsets.get(tp) for tp in tps}
 
     # -- the group's hooks (kcore.client._group.GroupHost) --------------------------------
 
@@ -865,8 +892,10 @@ class Consumer:
                 record = state.buffered.popleft()
                 records.append(record)
                 state.position = record.offset + 1
+                state.position_epoch = record.leader_epoch
             if not state.buffered and state.buffer_end is not None:
                 state.position, state.buffer_end = state.buffer_end, None
+                state.position_epoch = state.buffer_end_epoch
         return records
 
     async def _refresh_metadata(self, also: Iterable[TopicPartition] = ()) -> None:
@@ -931,12 +960,20 @@ class Consumer:
             state = self._assignment.get(tp)
             if state is None or state.position is not None or not state.needs_committed:
                 continue
-            offset = found.get(tp)
-            if offset is None:
+            committed = found.get(tp)
+            if committed is None:
                 state.needs_committed = False
-            else:
-                log.info("%s: %s starts at its committed offset %d", self.client_id, tp, offset)
-                state.move_to(offset)
+                continue
+            log.info(
+                "%s: %s starts at its committed offset %d", self.client_id, tp, committed.offset
+            )
+            state.move_to(committed.offset, epoch=committed.leader_epoch)
+            if committed.leader_epoch is not None:
+                # The partition had a leader at that epoch: metadata older than that names
+                # a deposed leader, whose log may end below the committed offset.
+                assert self._metadata is not None
+                if self._metadata.update_last_seen_epoch_if_newer(tp, committed.leader_epoch):
+                    self._metadata_stale = True
 
     async def _resolve_positions(self, *, retry: bool) -> None:
         """Looks up the positions of partitions that have none (pending seeks to the
@@ -1171,12 +1208,23 @@ class Consumer:
         # Built as kcore.log builds its Records: a bare instance and its slots' setters (a
         # frozen class's __init__ goes through object.__setattr__ per field, which was
         # half of what poll spent per record).
-        set_topic, set_partition, set_offset, set_timestamp, set_key, set_value, set_headers = (
-            _CONSUMER_RECORD_SETTERS
-        )
+        (
+            set_topic,
+            set_partition,
+            set_offset,
+            set_timestamp,
+            set_key,
+            set_value,
+            set_headers,
+            set_leader_epoch,
+        ) = _CONSUMER_RECORD_SETTERS
+        end_epoch = state.position_epoch
         for header, batch in batches:
             if header.next_offset <= fetch_offset:
                 continue  # a whole batch below the position
+            epoch = header.partition_leader_epoch
+            epoch = epoch if epoch >= 0 else None
+            end_epoch = epoch
             for record in iter_records(batch):
                 # A fetch returns whole batches: skip the records below the position.
                 if record.offset >= fetch_offset:
@@ -1188,12 +1236,14 @@ class Consumer:
                     set_key(consumed, record.key)
                     set_value(consumed, record.value)
                     set_headers(consumed, tuple(record.headers))
+                    set_leader_epoch(consumed, epoch)
                     append(consumed)
             end = max(end, header.next_offset)
         if state.buffered:
-            state.buffer_end = end
+            state.buffer_end, state.buffer_end_epoch = end, end_epoch
             return True
-        state.position = end  # only records below the position: skip past them
+        # Only records below the position: skip past them.
+        state.position, state.position_epoch = end, end_epoch
         return False
 
 

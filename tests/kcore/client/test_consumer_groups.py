@@ -13,6 +13,7 @@ import trio
 
 from actors.testing import poll_until
 from kcore import errors
+from kcore.client._group import CommittedOffset
 from kcore.common import OFFSETS_TOPIC, TopicPartition
 from kcore.coordinator.group import partition_for
 from kcore.testing import open_cluster
@@ -300,3 +301,34 @@ async def test_a_member_that_stops_polling_leaves_and_its_commit_fails(autojump_
                 with pytest.raises(errors.CommitFailedError):
                     await slow.commit({("t", 0): 1})
             other.stop.set()
+
+
+async def test_commits_carry_the_leader_epoch_of_the_records_read(autojump_clock, tmp_path):
+    """KIP-320: a record says the leader epoch it was written in, and a commit of a
+    position the consumer reached carries the epoch of the record before it, so that the
+    next owner of the partition knows how new its metadata must be."""
+    # The group's offsets live on the two brokers left once the leader is killed.
+    config = {**BROKER, "offsets.topic.replication.factor": 2}
+    async with open_cluster(brokers=3, seed=21, data_dir=tmp_path, broker_config=config) as cluster:
+        await cluster.wait_for_controller(timeout=30)
+        async with cluster.admin() as admin:
+            await admin.create_topic("t", partitions=1, replication_factor=3)
+            await produce(cluster, "t", 3, 1)
+            leader = (await admin.describe_topic("t")).partitions[0].leader
+            await cluster.kill_broker(leader)
+            await produce(cluster, "t", 3, 1, start=3)
+        tp = TopicPartition("t", 0)
+        async with cluster.consumer(**GROUP, enable_auto_commit=False) as consumer:
+            consumer.assign([tp])
+            got = []
+            while len(got) < 6:
+                got += await consumer.poll(1.0)
+            assert [r.leader_epoch for r in got[:3]] == [0, 0, 0]
+            new_epoch = got[-1].leader_epoch
+            assert new_epoch >= 1 and {r.leader_epoch for r in got[3:]} == {new_epoch}
+            await consumer.commit()
+            assert await consumer._group.fetch_committed([tp]) == {
+                tp: CommittedOffset(6, new_epoch)
+            }
+            await consumer.commit({tp: 2})  # not the position: no epoch known
+            assert await consumer._group.fetch_committed([tp]) == {tp: CommittedOffset(2, None)}

@@ -1,6 +1,9 @@
 """Building the client's cluster view from MetadataResponse."""
 
-from kcore.client._metadata import Cluster
+import logging
+import random
+
+from kcore.client._metadata import Cluster, MetadataManager
 from kcore.common import TopicPartition
 from kcore.protocol.data import MetadataBroker, MetadataPartition, MetadataResponse, MetadataTopic
 
@@ -93,3 +96,55 @@ def test_merge_takes_a_recreated_topics_partitions_whatever_their_epochs():
     known = one_partition(leader=2, epoch=5, topic_id="id-old")
     merged = known.merged(one_partition(leader=1, epoch=0, topic_id="id-new"), ["t"])
     assert merged.leader_for(TopicPartition("t", 0)) == 1
+
+
+class AnswersInTurn:
+    """Connections whose metadata requests get `answers` in turn, whichever broker."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+
+    async def request(self, address, api_key, request, response_type, timeout):
+        return self.answers.pop(0)
+
+
+def manager(*answers):
+    return MetadataManager(
+        AnswersInTurn(*answers),
+        [("broker-1", 9092)],
+        rng=random.Random(0),
+        retry_backoff=0.0,
+        request_timeout=1.0,
+        logger=logging.getLogger("test"),
+    )
+
+
+def answer(leader, epoch):
+    return response(
+        [MetadataTopic("t", 0, (MetadataPartition(0, 0, leader, epoch, (1, 2), (1, 2)),), "id-t")]
+    )
+
+
+async def test_an_epoch_seen_elsewhere_makes_older_metadata_name_no_leader():
+    # KIP-320: a committed offset written at leader epoch 2 means a broker whose cache says
+    # epoch 0 is behind, even when this client never had metadata of the partition.
+    tp = TopicPartition("t", 0)
+    metadata = manager(answer(leader=1, epoch=0), answer(leader=1, epoch=0), answer(2, 2))
+    assert metadata.update_last_seen_epoch_if_newer(tp, 2)
+    assert (await metadata.refresh(["t"])).leader_for(tp) is None
+    await metadata.refresh(["t"])
+    assert metadata.cluster.leader_for(tp) is None
+    assert (await metadata.refresh(["t"])).leader_for(tp) == 2
+    # Not newer than what the metadata says: nothing changes.
+    assert not metadata.update_last_seen_epoch_if_newer(tp, 1)
+    assert metadata.cluster.leader_for(tp) == 2
+
+
+async def test_an_epoch_seen_elsewhere_hides_a_known_older_leader_until_a_refresh():
+    tp = TopicPartition("t", 0)
+    metadata = manager(answer(leader=1, epoch=0), answer(leader=2, epoch=3))
+    await metadata.refresh(["t"])
+    assert metadata.cluster.leader_for(tp) == 1
+    assert metadata.update_last_seen_epoch_if_newer(tp, 3)
+    assert metadata.cluster.leader_for(tp) is None
+    assert (await metadata.refresh(["t"])).leader_for(tp) == 2
