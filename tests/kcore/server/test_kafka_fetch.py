@@ -14,7 +14,7 @@ import trio
 
 import transport
 from kcore.protocol import kafka as codec
-from kcore.protocol.control import UpdateMetadataPartitionState
+from kcore.protocol.control import UpdateMetadataPartitionState, UpdateMetadataRequest
 from kcore.protocol.data import FetchPartitionResponse, FetchResponse
 from kcore.security.acl import (
     AccessControlEntry,
@@ -84,12 +84,13 @@ class FakeConnection:
 
 def broker(authorizer=None) -> tuple[KafkaProtocolApis, FakeApis]:
     cache = MetadataCache(1)
-    for name, topic_id in (("foo", FOO_ID), ("bar", BAR_ID)):
-        cache.topic_ids[name] = topic_id_string(topic_id)
-        for partition in (0, 1):
-            cache.partitions[(name, partition)] = UpdateMetadataPartitionState(
-                name, partition, 1, 1, 0, (1,), 0, (1,)
-            )
+    topic_ids = {"foo": topic_id_string(FOO_ID), "bar": topic_id_string(BAR_ID)}
+    states = tuple(
+        UpdateMetadataPartitionState(name, partition, 1, 1, 0, (1,), 0, (1,))
+        for name in topic_ids
+        for partition in (0, 1)
+    )
+    cache.update(UpdateMetadataRequest(1, 1, 0, states, (), topic_ids=topic_ids))
     logs = {(t, p): (10, b"") for t in ("foo", "bar") for p in (0, 1)}
     apis = FakeApis(cache, FakeReplicaManager(logs), authorizer=authorizer)
     return KafkaProtocolApis(apis), apis  # type: ignore[arg-type]
