@@ -262,6 +262,26 @@ def decode_partition_state(
     tp: TopicPartition, data: bytes | None, znode_version: int
 ) -> LeaderIsrAndControllerEpoch:
     """The state znode's version becomes the partition epoch every later write is fenced on."""
+    # The usual case checked in one expression (a controller decodes 10 000 of these in an
+    # election; the checked path below built the error's path name for each): exact types
+    # only, so that JSON true, floats and anything malformed take the checked path.
+    try:
+        obj = json.loads(data)  # type: ignore[arg-type]
+        leader, epoch, isr = obj["leader"], obj["leader_epoch"], obj["isr"]
+        controller_epoch = obj["controller_epoch"]
+    except Exception:  # the checked path below names what is wrong
+        pass
+    else:
+        if (
+            type(leader) is int
+            and type(epoch) is int
+            and type(controller_epoch) is int
+            and type(isr) is list
+            and all(type(broker) is int for broker in isr)
+        ):
+            return LeaderIsrAndControllerEpoch(
+                LeaderAndIsr(leader, epoch, tuple(isr), znode_version), controller_epoch
+            )
     path = partition_state_path(tp)
     obj = _decode(path, data)
     leader_and_isr = LeaderAndIsr(

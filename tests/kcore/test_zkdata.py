@@ -124,6 +124,9 @@ def test_cluster_id_config_and_producer_id_block():
         (b"[1]", "not a JSON object"),
         (b'{"leader":"1","leader_epoch":0,"isr":[1],"controller_epoch":1}', "'leader'"),
         (b'{"leader":1,"leader_epoch":0,"isr":[true],"controller_epoch":1}', "isr"),
+        (b'{"leader":true,"leader_epoch":0,"isr":[1],"controller_epoch":1}', "'leader'"),
+        (b'{"leader":1,"leader_epoch":0.0,"isr":[1],"controller_epoch":1}', "'leader_epoch'"),
+        (b'{"leader":1,"leader_epoch":0,"isr":[1]}', "'controller_epoch'"),
     ],
 )
 def test_bad_partition_state_names_the_path(data, reason):
