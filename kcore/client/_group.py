@@ -549,6 +549,11 @@ class GroupMember:
         self.state = "joining"
         # The rejoin this join answers; a request for another one made meanwhile stays.
         self.rejoin_needed = False
+        # The subscription this join sends (Kafka's ConsumerCoordinator.metadata() sets
+        # joinedSubscription here too): a poll while the join is out compares against it,
+        # and rejoins only if the subscription changed since. Set at the SyncGroup, a
+        # poll in between saw "a change" and every first join was followed by a second.
+        self._joined_subscription = topics
         log.info(
             "%s: group %s: joining (member id %r, generation %d): %s",
             self._client_id,
@@ -576,7 +581,6 @@ class GroupMember:
                 log.info(
                     "%s: group %s: member id %s", self._client_id, self.group_id, self.member_id
                 )
-                self._joined_subscription = frozenset()
                 return await self._join_and_sync()
             if code in GENERATION_ERRORS:
                 self._reset_generation(f"JoinGroup: {errors.ERROR_NAMES[code]}")
@@ -601,7 +605,6 @@ class GroupMember:
             "protocol_name": protocol,
             "assignments": assignments,
         }
-        self._joined_subscription = topics
         try:
             response = await self._send(SYNC_GROUP_API, SYNC_GROUP_VERSION, sync)
         except BaseException:

@@ -332,3 +332,22 @@ async def test_commits_carry_the_leader_epoch_of_the_records_read(autojump_clock
             }
             await consumer.commit({tp: 2})  # not the position: no epoch known
             assert await consumer._group.fetch_committed([tp]) == {tp: CommittedOffset(2, None)}
+
+
+async def test_a_lone_member_joins_once(autojump_clock, tmp_path):
+    """A poll while the first JoinGroup is out must not take the subscription sent in it
+    for a change: one join, one generation, one assignment."""
+    # Kafka's default initial rebalance delay, 3 s: polls while the JoinGroup is out.
+    config = {"offsets.topic.num.partitions": 1, "offsets.topic.replication.factor": 1}
+    async with open_cluster(brokers=1, seed=22, data_dir=tmp_path, broker_config=config) as cluster:
+        await cluster.wait_for_controller(timeout=30)
+        async with cluster.admin() as admin:
+            await admin.create_topic("t", partitions=2, replication_factor=1)
+        assigned = []
+        async with cluster.consumer(**GROUP) as consumer:
+            consumer.subscribe(["t"], on_assign=assigned.append)
+            with trio.move_on_after(20):
+                while True:
+                    await consumer.poll(0.2)
+            assert consumer.group_metadata().generation_id == 1
+            assert assigned == [[TopicPartition("t", 0), TopicPartition("t", 1)]]
