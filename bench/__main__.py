@@ -38,6 +38,8 @@ SUITE_ORDER = (
     "zk-ops",
     "produce",
     "kafka-produce",
+    "consume",
+    "mixed",
     "e2e-latency",
     "failover",
     "controller-failover",

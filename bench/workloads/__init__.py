@@ -89,9 +89,11 @@ def get_workload(name: str) -> Workload:
 
 # Importing a workload module registers it.
 from bench.workloads import (  # noqa: E402, F401
+    consume,
     e2e_latency,
     failover,
     kafka_produce,
+    mixed,
     produce,
     sim_campaign,
     transport_raw,

@@ -44,7 +44,7 @@ from bench.workloads._cluster import (
 from kcore.common import TopicPartition
 
 NAME = "e2e-latency"
-_STAMP = struct.Struct(">d")  # the due time (Trio clock), at the head of each value
+DUE_STAMP = struct.Struct(">d")  # the due time (Trio clock), at the head of each value
 
 
 @attrs.frozen
@@ -94,7 +94,7 @@ async def run_e2e(rows: RowWriter, params: E2eParams) -> Summary:
             try:
                 # The offered rates are fractions of the maximum as the report prints it,
                 # so a reader can check them (0.5 x 2937 is 1468, not 1469 from 2937.6).
-                max_rate = round(await _max_rate(rows, params, cluster, kind))
+                max_rate = round(await measure_max_rate(rows, params, cluster, kind))
                 summary.append({"case": f"{kind}-max-rate", "records_per_s": max_rate})
                 for fraction in params.fractions:
                     rate = max(1, round(max_rate * fraction))
@@ -120,13 +120,13 @@ async def _new_topic(cluster, params: E2eParams, name: str) -> str:
 _MAX_RATE_BUFFER_BYTES = 1 << 20
 
 
-def _open_clients(cluster, params: E2eParams, **producer_settings):
+def open_clients(cluster, params: E2eParams, **producer_settings):
     producer = cluster.producer(acks=params.acks, linger_ms=0, **producer_settings)
     return cluster.consumer(), producer
 
 
 @attrs.define
-class _Deliveries:
+class Deliveries:
     """The producer's `on_delivery`: keeps the first failure, raised when the case ends
     (a callback's own exception would only be logged)."""
 
@@ -141,18 +141,18 @@ class _Deliveries:
             raise self.error
 
 
-async def _max_rate(rows: RowWriter, params: E2eParams, cluster, kind: str) -> float:
+async def measure_max_rate(rows: RowWriter, params: E2eParams, cluster, kind: str) -> float:
     """Records/s the consumer receives while the producer sends as fast as it can (its
     buffer full: `send` waits for room), after a warm-up of the same length."""
     topic = await _new_topic(cluster, params, "e2e-max")
-    padding = b"x" * max(0, params.record_bytes - _STAMP.size)
-    value = _STAMP.pack(0.0) + padding
+    padding = b"x" * max(0, params.record_bytes - DUE_STAMP.size)
+    value = DUE_STAMP.pack(0.0) + padding
     received = 0
     window: list[float] = []  # [start, end, records received in between]
-    deliveries = _Deliveries()
-    consumer, producer = _open_clients(cluster, params, buffer_memory=_MAX_RATE_BUFFER_BYTES)
+    deliveries = Deliveries()
+    consumer, producer = open_clients(cluster, params, buffer_memory=_MAX_RATE_BUFFER_BYTES)
     async with consumer, producer:
-        await _until_ready(producer, consumer, topic, params)
+        await until_ready(producer, consumer, topic, params)
         start = trio.current_time()
         measure_from = start + params.max_rate_duration
         stop_at = measure_from + params.max_rate_duration
@@ -195,13 +195,13 @@ async def _max_rate(rows: RowWriter, params: E2eParams, cluster, kind: str) -> f
     return rate
 
 
-async def _until_ready(producer, consumer, topic: str, params: E2eParams) -> None:
+async def until_ready(producer, consumer, topic: str, params: E2eParams) -> None:
     """Until both clients know every partition's leader (a fresh topic's leaders reach every
     broker's metadata cache a moment after they lead): one record produced to each
     partition and consumed. Stamped 0, they are never measured."""
     consumer.assign([TopicPartition(topic, p) for p in range(params.partitions)])
     consumer.seek_to_beginning()
-    value = _STAMP.pack(0.0)
+    value = DUE_STAMP.pack(0.0)
     for partition in range(params.partitions):
         await producer.send_and_wait(topic, value, None, partition)
     seen = 0
@@ -209,7 +209,7 @@ async def _until_ready(producer, consumer, topic: str, params: E2eParams) -> Non
         seen += len(await consumer.poll(timeout=0.5))
 
 
-def _percentile_ms(ordered: list[float], fraction: float) -> float:
+def percentile_ms(ordered: list[float], fraction: float) -> float:
     if not ordered:
         return math.nan
     return round(ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1000, 2)
@@ -231,13 +231,13 @@ async def _case(
     stamp = WallStamp.now()
     warmup = int(rate * params.warmup)
     total = warmup + int(rate * params.duration)
-    padding = b"x" * max(0, params.record_bytes - _STAMP.size)
+    padding = b"x" * max(0, params.record_bytes - DUE_STAMP.size)
     latencies: list[float] = []
     seen = 0
-    deliveries = _Deliveries()
-    consumer, producer = _open_clients(cluster, params)
+    deliveries = Deliveries()
+    consumer, producer = open_clients(cluster, params)
     async with consumer, producer:
-        await _until_ready(producer, consumer, topic, params)
+        await until_ready(producer, consumer, topic, params)
         start = trio.current_time() + 0.001
         measured_from = start + warmup / rate  # due times from here on are measured
 
@@ -248,7 +248,7 @@ async def _case(
                 now = trio.current_time()
                 seen += len(records)
                 for record in records:
-                    (due,) = _STAMP.unpack_from(record.value)
+                    (due,) = DUE_STAMP.unpack_from(record.value)
                     if due < measured_from:
                         continue
                     latencies.append(now - due)
@@ -267,7 +267,7 @@ async def _case(
                     due = start + number / rate
                     await producer.send(
                         topic,
-                        _STAMP.pack(due) + padding,
+                        DUE_STAMP.pack(due) + padding,
                         None,
                         number % params.partitions,
                         on_delivery=deliveries,
@@ -284,11 +284,20 @@ async def _case(
         "case": case,
         "rate": rate,
         "records": len(latencies),
-        "p50_ms": _percentile_ms(latencies, 0.50),
-        "p99_ms": _percentile_ms(latencies, 0.99),
-        "p999_ms": _percentile_ms(latencies, 0.999),
-        "max_ms": _percentile_ms(latencies, 1.0),
+        "p50_ms": percentile_ms(latencies, 0.50),
+        "p99_ms": percentile_ms(latencies, 0.99),
+        "p999_ms": percentile_ms(latencies, 0.999),
+        "max_ms": percentile_ms(latencies, 1.0),
     }
 
 
-__all__ = ["E2eParams", "run_e2e"]
+__all__ = [
+    "DUE_STAMP",
+    "Deliveries",
+    "E2eParams",
+    "measure_max_rate",
+    "open_clients",
+    "percentile_ms",
+    "run_e2e",
+    "until_ready",
+]

@@ -33,7 +33,15 @@ from bench._rows import RowWriter
 from bench.workloads import Summary, WorkloadOptions, workload
 from bench.workloads._cluster import create_topic, open_bench_cluster
 
-__all__ = ["CLIENTS", "KafkaProduceParams", "case_name", "run_case", "run_kafka_produce"]
+__all__ = [
+    "CLIENTS",
+    "ChildFailed",
+    "KafkaProduceParams",
+    "case_name",
+    "run_case",
+    "run_child",
+    "run_kafka_produce",
+]
 
 NAME = "kafka-produce"
 CLIENTS = ("kcore", "confluent")  # kcore first: the baseline is measured before its ratio
@@ -190,7 +198,7 @@ async def run_case(rows, params, bootstrap, topic, client, acks, rf) -> dict[str
     began_wall, began = time.time(), trio.current_time()
     command = _child_command(params, bootstrap, topic, client, acks)
     try:
-        done = await _run_child(command, params, on_interval)
+        done = await run_child(command, params, on_interval)
     except ChildFailed as failure:
         message = f"{case}: the {client} producer failed: {failure}"
         log.error("%s", message)  # on stderr even unconfigured (logging's last resort)
@@ -220,7 +228,7 @@ async def run_case(rows, params, bootstrap, topic, client, acks, rf) -> dict[str
     return line
 
 
-async def _run_child(command, params: KafkaProduceParams, on_interval) -> dict[str, object]:
+async def run_child(command, params: KafkaProduceParams, on_interval) -> dict[str, object]:
     """Runs the child, handing each interval report to `on_interval`; returns its `done`
     report. Raises ChildFailed when it fails, says so, or misses a deadline (it is killed:
     cancelling `run_process` kills the child)."""

@@ -16,6 +16,8 @@ from bench.aggregate import ACCURACY, PERCENTILES, aggregate
 
 CLUSTER_WORKLOADS = (
     "produce",
+    "consume",
+    "mixed",
     "e2e-latency",
     "failover",
     "controller-failover",
