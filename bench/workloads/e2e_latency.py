@@ -24,9 +24,12 @@ Rows: one `max-rate` row (records/s the consumer received at full speed), and pe
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import trio
@@ -209,6 +212,57 @@ async def until_ready(producer, consumer, topic: str, params: E2eParams) -> None
         seen += len(await consumer.poll(timeout=0.5))
 
 
+async def produce_on_schedule(
+    producer: Any,
+    topic: str,
+    padding: bytes,
+    *,
+    partitions: int,
+    start: float,
+    rate: float,
+    total: int,
+    on_delivery: Callable[[Any, BaseException | None], object],
+) -> None:
+    """`total` records at `rate` from `start` (record N is due at start + N / rate, to
+    partition N % `partitions`), each stamped with its due time: a producer that falls
+    behind sends the overdue ones at once, and their lateness shows as latency."""
+    number = 0
+    while number < total:
+        await trio.sleep_until(start + number / rate)
+        # Every record due by now goes, each stamped with its due time.
+        due_until = min(total, math.floor((trio.current_time() - start) * rate) + 1)
+        while number < due_until:
+            due = start + number / rate
+            await producer.send(
+                topic, DUE_STAMP.pack(due) + padding, None, number % partitions,
+                on_delivery=on_delivery,
+            )  # fmt: skip
+            number += 1
+
+
+async def read_stamped(
+    consumer: Any,
+    total: int,
+    measured_from: float,
+    on_latency: Callable[[float, float, int], None],
+    on_polled: Callable[[int], None] | None = None,
+) -> None:
+    """Polls until `total` records came; `on_latency(due, now, nbytes)` for each whose
+    due time is `measured_from` or later (the warm-up's are not measured), and
+    `on_polled(count)` after each poll."""
+    seen = 0
+    while seen < total:
+        records = await consumer.poll(timeout=0.5)
+        now = trio.current_time()
+        seen += len(records)
+        if on_polled is not None:
+            on_polled(len(records))
+        for record in records:
+            (due,) = DUE_STAMP.unpack_from(record.value)
+            if due >= measured_from:
+                on_latency(due, now, len(record.value))
+
+
 def percentile_ms(ordered: list[float], fraction: float) -> float:
     if not ordered:
         return math.nan
@@ -233,7 +287,6 @@ async def _case(
     total = warmup + int(rate * params.duration)
     padding = b"x" * max(0, params.record_bytes - DUE_STAMP.size)
     latencies: list[float] = []
-    seen = 0
     deliveries = Deliveries()
     consumer, producer = open_clients(cluster, params)
     async with consumer, producer:
@@ -241,43 +294,23 @@ async def _case(
         start = trio.current_time() + 0.001
         measured_from = start + warmup / rate  # due times from here on are measured
 
-        async def consume() -> None:
-            nonlocal seen
-            while seen < total:
-                records = await consumer.poll(timeout=0.5)
-                now = trio.current_time()
-                seen += len(records)
-                for record in records:
-                    (due,) = DUE_STAMP.unpack_from(record.value)
-                    if due < measured_from:
-                        continue
-                    latencies.append(now - due)
-                    rows.write(
-                        case=case, op="e2e", params=case_params, start_time=stamp(due),
-                        latency_ns=round((now - due) * 1e9), nbytes=len(record.value),
-                    )  # fmt: skip
-
-        async def produce() -> None:
-            number = 0
-            while number < total:
-                await trio.sleep_until(start + number / rate)
-                # Every record due by now goes, each stamped with its due time.
-                due_until = min(total, math.floor((trio.current_time() - start) * rate) + 1)
-                while number < due_until:
-                    due = start + number / rate
-                    await producer.send(
-                        topic,
-                        DUE_STAMP.pack(due) + padding,
-                        None,
-                        number % params.partitions,
-                        on_delivery=deliveries,
-                    )
-                    number += 1
+        def measured(due: float, now: float, nbytes: int) -> None:
+            latencies.append(now - due)
+            rows.write(
+                case=case, op="e2e", params=case_params, start_time=stamp(due),
+                latency_ns=round((now - due) * 1e9), nbytes=nbytes,
+            )  # fmt: skip
 
         with trio.fail_after(params.duration * 10 + 60):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(consume)
-                nursery.start_soon(produce)
+                nursery.start_soon(read_stamped, consumer, total, measured_from, measured)
+                nursery.start_soon(
+                    functools.partial(
+                        produce_on_schedule, producer, topic, padding,
+                        partitions=params.partitions, start=start, rate=rate, total=total,
+                        on_delivery=deliveries,
+                    )
+                )  # fmt: skip
     deliveries.check()
     latencies.sort()
     return {
@@ -298,6 +331,8 @@ __all__ = [
     "measure_max_rate",
     "open_clients",
     "percentile_ms",
+    "produce_on_schedule",
+    "read_stamped",
     "run_e2e",
     "until_ready",
 ]

@@ -25,7 +25,6 @@ produced and consumed MB/s and of p99, the median p50 and p999, and the largest 
 
 from __future__ import annotations
 
-import math
 import statistics
 
 import attrs
@@ -48,6 +47,8 @@ from bench.workloads.e2e_latency import (
     measure_max_rate,
     open_clients,
     percentile_ms,
+    produce_on_schedule,
+    read_stamped,
     until_ready,
 )
 
@@ -169,39 +170,24 @@ async def _case(
         measured_until = start + total / rate  # the schedule's end
         window: list[float] = []  # [acked, consumed] over the measured window
 
+        def measured(due: float, now: float, nbytes: int) -> None:
+            latencies.append(now - due)
+            rows.write(
+                case=case, op="e2e", params=case_params, start_time=stamp(due),
+                latency_ns=round((now - due) * 1e9), nbytes=nbytes,
+            )  # fmt: skip
+
+        def polled(count: int) -> None:
+            counts.consumed += count
+
         async def consume() -> None:
-            seen = 0
-            while seen < total:
-                records = await consumer.poll(timeout=0.5)
-                now = trio.current_time()
-                seen += len(records)
-                counts.consumed += len(records)
-                for record in records:
-                    (due,) = DUE_STAMP.unpack_from(record.value)
-                    if due < measured_from:
-                        continue
-                    latencies.append(now - due)
-                    rows.write(
-                        case=case, op="e2e", params=case_params, start_time=stamp(due),
-                        latency_ns=round((now - due) * 1e9), nbytes=len(record.value),
-                    )  # fmt: skip
+            await read_stamped(consumer, total, measured_from, measured, polled)
 
         async def produce() -> None:
-            number = 0
-            while number < total:
-                await trio.sleep_until(start + number / rate)
-                # Every record due by now goes, each stamped with its due time.
-                due_until = min(total, math.floor((trio.current_time() - start) * rate) + 1)
-                while number < due_until:
-                    due = start + number / rate
-                    await producer.send(
-                        topic,
-                        DUE_STAMP.pack(due) + padding,
-                        None,
-                        number % params.partitions,
-                        on_delivery=delivered,
-                    )
-                    number += 1
+            await produce_on_schedule(
+                producer, topic, padding, partitions=params.partitions, start=start,
+                rate=rate, total=total, on_delivery=delivered,
+            )  # fmt: skip
 
         async def meter() -> None:
             """An interval row each for the produced and the consumed records, over the
