@@ -31,9 +31,16 @@ class ExponentialBackoff:
             raise ValueError(f"bad backoff multiplier {self.multiplier} or jitter {self.jitter}")
 
     def delay(self, failures: int) -> float:
-        # Cap the exponent, not just the result, so a long outage cannot overflow.
-        max_exponent = math.log(self.maximum / self.initial, self.multiplier)
-        term = min(self.initial * self.multiplier ** min(failures, max_exponent), self.maximum)
+        term = self._unjittered(failures)
         if self.jitter:
             term *= self.rng.uniform(1 - self.jitter, 1 + self.jitter)
         return term
+
+    def shortest_delay(self, failures: int) -> float:
+        """The least `delay(failures)` can be, whatever the jitter draws (draws nothing)."""
+        return self._unjittered(failures) * (1 - self.jitter)
+
+    def _unjittered(self, failures: int) -> float:
+        # Cap the exponent, not just the result, so a long outage cannot overflow.
+        max_exponent = math.log(self.maximum / self.initial, self.multiplier)
+        return min(self.initial * self.multiplier ** min(failures, max_exponent), self.maximum)

@@ -79,6 +79,16 @@ class RpcClient:
     def connected(self) -> bool:
         return self._connection is not None and self._connection.is_usable
 
+    def backing_off_until(self) -> float:
+        """While the last connection attempt failed and the backoff since it has not
+        passed (at its shortest: no jitter drawn), when it passes; else -inf. A caller that
+        has other places to send to (Kafka's NetworkClient.ready, leastLoadedNode) skips
+        this address until then, rather than queue behind its backoff."""
+        if self._failures == 0 or self.connected:
+            return -math.inf
+        until = self._last_attempt + self._backoff.shortest_delay(self._failures - 1)
+        return until if trio.current_time() < until else -math.inf
+
     @property
     def connection(self) -> RpcConnection | None:
         """The current connection, if any (usable or not)."""
@@ -105,14 +115,19 @@ class RpcClient:
 
     async def _connect_before(self, deadline: float, limit: float) -> RpcConnection:
         with trio.move_on_at(deadline):
+            failures = self._failures
             async with self._connecting:
                 while True:
                     if self._closed:
                         raise ConnectionClosedError(f"{self.client_id}: the client is closed")
                     if self.connected:
                         return self._connection  # type: ignore[return-value]
-                    failures = self._failures
-                    await self._attempt(deadline)
+                    # fail_fast: an attempt that failed while this request waited for the
+                    # lock was its one attempt too. Each waiting request making its own,
+                    # each after the backoff, queued them behind one another: a metadata
+                    # request behind five produce requests to a dead leader waited 5 s.
+                    if not (self._fail_fast and self._failures > failures):
+                        await self._attempt(deadline)
                     if self._fail_fast and self._failures > failures:
                         raise ConnectError(
                             f"could not connect to {self.address[0]}:{self.address[1]}: "

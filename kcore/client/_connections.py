@@ -16,6 +16,7 @@ one family of exceptions:
 from __future__ import annotations
 
 import logging
+import math
 import random
 from typing import Any, TypeVar
 
@@ -72,6 +73,23 @@ class Connections:
             )
             self._clients[address] = client
         return client
+
+    def backing_off_until(self, address: Address) -> float:
+        """When the reconnect backoff of `address` ends, while its last connection attempt
+        failed; -inf otherwise (see `transport.RpcClient.backing_off_until`)."""
+        client = self._clients.get(address)
+        return -math.inf if client is None else client.backing_off_until()
+
+    def in_flight(self, address: Address) -> int:
+        """Requests sent to `address` and not yet answered."""
+        client = self._clients.get(address)
+        connection = None if client is None else client.connection
+        return 0 if connection is None else connection.in_flight
+
+    def backoff_ends(self) -> float:
+        """The earliest end of the reconnect backoffs under way (inf when none is)."""
+        ends = [c.backing_off_until() for c in self._clients.values()]
+        return min((end for end in ends if end != -math.inf), default=math.inf)
 
     async def request(
         self,

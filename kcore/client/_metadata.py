@@ -248,7 +248,21 @@ class MetadataManager:
         if known:
             start = self._rng.randrange(len(known))
             known = known[start:] + known[:start]
-        return known + [a for a in self._bootstrap if a not in known]
+        candidates = known + [a for a in self._bootstrap if a not in known]
+        # Kafka's leastLoadedNode: brokers whose last connection attempt failed go last (a
+        # dead leader would hold the refresh for its reconnect backoff), then the fewest
+        # requests in flight first. A broker answers a connection's requests in order, so
+        # a Metadata request behind an acks=all produce parked until the ISR shrinks waits
+        # as long: after a leader died, that was the session timeout, and the refresh is
+        # what finds the new leader. (A stable sort: the random rotation breaks ties.)
+        connections = self._connections
+        return sorted(
+            candidates,
+            key=lambda address: (
+                connections.backing_off_until(address) != -math.inf,
+                connections.in_flight(address),
+            ),
+        )
 
     async def refresh(self, topics: Iterable[str] | None) -> Cluster:
         """Asks a broker about `topics` (None: every topic), merges the answer and returns

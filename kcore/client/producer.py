@@ -693,7 +693,15 @@ class Producer:
         return self._metadata.cluster.leader_for(tp)
 
     def _node_ready(self, node: int) -> bool:
-        return self._in_flight_per_node.get(node, 0) < self.max_in_flight
+        """Room for another request to `node`, and no reconnect backoff under way there
+        (Kafka's NetworkClient.ready): batches for a leader that refuses connections wait
+        in the accumulator for the metadata to name another one, instead of queueing one
+        connection attempt each behind the backoff."""
+        if self._in_flight_per_node.get(node, 0) >= self.max_in_flight:
+            return False
+        assert self._metadata is not None and self._connections is not None
+        address = self._metadata.cluster.address_of(node)
+        return address is None or self._connections.backing_off_until(address) == -math.inf
 
     async def _run_sender(self) -> None:
         delivery_timeout = self.delivery_timeout_ms / 1000
@@ -724,6 +732,10 @@ class Producer:
                 accumulator.next_ready_time(now, exclude=blocked),
                 accumulator.next_expiry(delivery_timeout),
             )
+            if blocked:
+                # A leader backing off may be ready again before any metadata arrives.
+                assert self._connections is not None
+                wake_at = min(wake_at, self._connections.backoff_ends())
             if wake_at <= now:
                 await trio.lowlevel.checkpoint()
                 continue
@@ -764,6 +776,14 @@ class Producer:
     def _want_leaders(self, blocked: set[TopicPartition]) -> None:
         if any(self._leader_of(tp) is None for tp in blocked):
             self._want_metadata()
+        elif blocked and self._connections is not None:
+            assert self._metadata is not None
+            cluster, backing_off = self._metadata.cluster, self._connections.backing_off_until
+            for tp in blocked:
+                address = cluster.address_of(self._leader_of(tp))  # type: ignore[arg-type]
+                if address is not None and backing_off(address) != -math.inf:
+                    self._want_metadata()  # its leader may have moved (NetworkClient does)
+                    break
 
     async def _init_producer_id(self) -> bool:
         """Kafka's idempotent producer gets its id before its first batch; True once it

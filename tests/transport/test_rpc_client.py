@@ -1,6 +1,7 @@
 """The reconnecting RpcClient and its backoff, in virtual time on SimNetwork."""
 
 import itertools
+import math
 import random
 
 import attrs
@@ -116,6 +117,41 @@ async def test_fail_fast_makes_one_attempt_per_request_and_keeps_the_backoff(
     await serve_rpc(nursery, network.inner, {1: echo})
     assert await client.request(1, "up", timeout=30) == Response(0, "up")
     await client.aclose()
+
+
+async def test_fail_fast_requests_waiting_on_an_attempt_fail_with_it(autojump_clock, nursery):
+    # Five requests at once to a server that is down: the first one's attempt answers for
+    # all of them, rather than each waiting out a backoff for an attempt of its own.
+    network = RecordingNetwork(transport.SimNetwork(1, latency=(0.0, 0.0)))
+    client = transport.RpcClient(
+        network.node("a"), ("server", 9092), client_id="a", rng=random.Random(6),
+        nursery=nursery, fail_fast=True,
+    )  # fmt: skip
+    with pytest.raises(ConnectError):
+        await client.request(1, "x", timeout=30)  # a failure behind: backing off now
+    assert client.backing_off_until() >= trio.current_time() + 0.8 * 0.05
+    failed = []
+
+    async def one() -> None:
+        with pytest.raises(ConnectError):
+            await client.request(1, "y", timeout=30)
+        failed.append(trio.current_time())
+
+    async with trio.open_nursery() as requests:
+        for _ in range(5):
+            requests.start_soon(one)
+    assert len(network.attempts) == 2
+    assert len(set(failed)) == 1 and failed[0] == network.attempts[1]
+    await trio.sleep(2)
+    assert client.backing_off_until() == -math.inf  # the backoff has passed
+    await client.aclose()
+
+
+def test_the_shortest_backoff_is_the_least_any_jitter_gives():
+    backoff = ExponentialBackoff(0.05, 1.0, random.Random(4))
+    for failures in range(8):
+        shortest = backoff.shortest_delay(failures)
+        assert all(backoff.delay(failures) >= shortest for _ in range(50))
 
 
 async def test_a_request_waits_for_the_server_within_its_timeout(autojump_clock, nursery):

@@ -1,6 +1,7 @@
 """Building the client's cluster view from MetadataResponse."""
 
 import logging
+import math
 import random
 
 from kcore.client._metadata import Cluster, MetadataManager
@@ -107,6 +108,12 @@ class AnswersInTurn:
     async def request(self, address, api_key, request, response_type, timeout):
         return self.answers.pop(0)
 
+    def backing_off_until(self, address):
+        return -math.inf
+
+    def in_flight(self, address):
+        return 0
+
 
 def manager(*answers):
     return MetadataManager(
@@ -148,3 +155,29 @@ async def test_an_epoch_seen_elsewhere_hides_a_known_older_leader_until_a_refres
     assert metadata.update_last_seen_epoch_if_newer(tp, 3)
     assert metadata.cluster.leader_for(tp) is None
     assert (await metadata.refresh(["t"])).leader_for(tp) == 2
+
+
+class Loads(AnswersInTurn):
+    """Connections with requests in flight to some brokers, and one backing off."""
+
+    def __init__(self, in_flight, backing_off):
+        super().__init__()
+        self.loads, self.backing_off = in_flight, backing_off
+
+    def backing_off_until(self, address):
+        return math.inf if address in self.backing_off else -math.inf
+
+    def in_flight(self, address):
+        return self.loads.get(address, 0)
+
+
+def test_metadata_goes_to_the_least_loaded_broker_and_a_backing_off_one_last():
+    # Kafka's leastLoadedNode: a broker answers a connection's requests in order, so a
+    # Metadata request behind a parked acks=all produce waits as long as it does.
+    addresses = [(f"broker-{n}", 9092) for n in (1, 2, 3, 4)]
+    loads = Loads({addresses[0]: 0, addresses[1]: 3, addresses[2]: 1}, {addresses[3]})
+    metadata = MetadataManager(
+        loads, addresses, rng=random.Random(0), retry_backoff=0.0, request_timeout=1.0,
+        logger=logging.getLogger("test"),
+    )  # fmt: skip
+    assert metadata._candidates() == [addresses[0], addresses[2], addresses[1], addresses[3]]
