@@ -224,14 +224,17 @@ def trend(trend_rows: Sequence[dict[str, Any]], workload: str, plots_dir: Path) 
         x = np.arange(len(series))
         axes.plot(x, series["metric"], marker="o", markersize=3, color="tab:blue")
         banded = series["band_low"].notna()
-        axes.fill_between(
-            x[banded.to_numpy()],
-            series.loc[banded, "band_low"],
-            series.loc[banded, "band_high"],
-            alpha=0.2,
-            color="tab:gray",
-            step="mid",
-        )
+        if banded.any():
+            # As floats: a case whose early runs have no band holds None too, and a column
+            # of objects is no number to matplotlib ("ufunc 'isfinite' not supported").
+            axes.fill_between(
+                x[banded.to_numpy()],
+                series.loc[banded, "band_low"].astype(float),
+                series.loc[banded, "band_high"].astype(float),
+                alpha=0.2,
+                color="tab:gray",
+                step="mid",
+            )
         for flag, marker, color in (
             ("regression", "X", "tab:red"),
             ("improvement", "^", "tab:green"),

@@ -440,3 +440,15 @@ def test_plots_without_data_are_skipped(tmp_path):
     assert bench_plots.trend([], "w", tmp_path) is None
     assert bench_plots.campaign_convergence([], tmp_path) is None
     assert not list(tmp_path.iterdir())
+
+
+def test_a_trend_whose_runs_have_no_band_yet_is_drawn(tmp_path):
+    # Two runs of a case: the second has no band (too few runs before it), so the band
+    # columns hold only None, which matplotlib cannot shade (the aggregate crashed).
+    rows = [
+        {"workload": "w", "case": "c", "op": "o", "host_class": "2-core", "metric": metric,
+         "metric_name": "ops_per_s", "band_low": None, "band_high": None, "flag": None,
+         "git_sha": sha}
+        for metric, sha in ((10.0, "a" * 40), (11.0, "b" * 40))
+    ]  # fmt: skip
+    assert bench_plots.trend(rows, "w", tmp_path).exists()
