@@ -692,16 +692,16 @@ class Producer:
         assert self._metadata is not None
         return self._metadata.cluster.leader_for(tp)
 
-    def _node_ready(self, node: int) -> bool:
-        """Room for another request to `node`, and no reconnect backoff under way there
-        (Kafka's NetworkClient.ready): batches for a leader that refuses connections wait
-        in the accumulator for the metadata to name another one, instead of queueing one
-        connection attempt each behind the backoff."""
-        if self._in_flight_per_node.get(node, 0) >= self.max_in_flight:
-            return False
+    def _nodes_backing_off(self) -> frozenset[int]:
+        """The brokers whose last connection attempt failed and whose reconnect backoff has
+        not passed: looked up once per sender pass (per broker, not per partition)."""
         assert self._metadata is not None and self._connections is not None
-        address = self._metadata.cluster.address_of(node)
-        return address is None or self._connections.backing_off_until(address) == -math.inf
+        backing_off = self._connections.backing_off_until
+        return frozenset(
+            node
+            for node, broker in self._metadata.cluster.brokers.items()
+            if backing_off(broker.address) != -math.inf
+        )
 
     async def _run_sender(self) -> None:
         delivery_timeout = self.delivery_timeout_ms / 1000
@@ -724,7 +724,7 @@ class Producer:
                     if await self._init_producer_id():
                         continue
                     wake_at = trio.current_time() + self.retry_backoff_ms / 1000
-                self._want_leaders(blocked)
+                self._want_leaders(blocked, self._nodes_backing_off())
             else:
                 blocked = self._send_ready(now)
             wake_at = min(
@@ -755,35 +755,40 @@ class Producer:
         """Drains the ready batches and starts one produce request per leader; returns the
         partitions blocked (see `RecordAccumulator.drain`)."""
         idempotence = self._idempotence
+        backing_off = self._nodes_backing_off()
+        in_flight, max_in_flight = self._in_flight_per_node, self.max_in_flight
+
+        def node_ready(node: int) -> bool:
+            # Room for another request, and no reconnect backoff under way (Kafka's
+            # NetworkClient.ready): batches for a leader that refuses connections wait in
+            # the accumulator for the metadata to name another one, instead of queueing
+            # one connection attempt each behind the backoff.
+            return node not in backing_off and in_flight.get(node, 0) < max_in_flight
+
         ready, blocked = self._accumulator.drain(
             now,
             self._leader_of,
             max_request_size=self.max_request_size,
-            node_ready=self._node_ready,
+            node_ready=node_ready,
             may_drain=idempotence.may_drain if idempotence is not None else None,
         )
         if idempotence is not None:
             for batches in ready.values():
                 for batch in batches:
                     idempotence.assign_sequence(batch)
-        self._want_leaders(blocked)
+        self._want_leaders(blocked, backing_off)
         assert self._nursery is not None
         for node, batches in sorted(ready.items()):
             self._in_flight_per_node[node] = self._in_flight_per_node.get(node, 0) + 1
             self._nursery.start_soon(self._send_produce, node, batches)
         return blocked
 
-    def _want_leaders(self, blocked: set[TopicPartition]) -> None:
-        if any(self._leader_of(tp) is None for tp in blocked):
+    def _want_leaders(self, blocked: set[TopicPartition], backing_off: frozenset[int]) -> None:
+        """Metadata, when a blocked partition has no leader, or one backing off (it may
+        have moved: Kafka's NetworkClient asks for metadata on a failed connection)."""
+        leaders = {self._leader_of(tp) for tp in blocked}
+        if None in leaders or not leaders.isdisjoint(backing_off):
             self._want_metadata()
-        elif blocked and self._connections is not None:
-            assert self._metadata is not None
-            cluster, backing_off = self._metadata.cluster, self._connections.backing_off_until
-            for tp in blocked:
-                address = cluster.address_of(self._leader_of(tp))  # type: ignore[arg-type]
-                if address is not None and backing_off(address) != -math.inf:
-                    self._want_metadata()  # its leader may have moved (NetworkClient does)
-                    break
 
     async def _init_producer_id(self) -> bool:
         """Kafka's idempotent producer gets its id before its first batch; True once it
