@@ -211,9 +211,11 @@ class MetadataManager:
         self._log = logger
         self._lock = trio.Lock()
         self._last_refresh = -math.inf
-        # Leader epochs learnt elsewhere than from metadata (a committed offset's) that
-        # the metadata has not caught up with: Kafka's Metadata.lastSeenLeaderEpochs.
-        self._last_seen_epochs: dict[TopicPartition, int] = {}
+        # Leader epochs learnt elsewhere than from metadata (a committed offset's) for
+        # partitions the metadata does not describe yet. Once it does, the epoch lives in
+        # the view itself (a leaderless entry at that epoch, which merges keep until an
+        # answer as new): Kafka's Metadata.lastSeenLeaderEpochs.
+        self._epochs_awaiting_metadata: dict[TopicPartition, int] = {}
 
     def update_last_seen_epoch_if_newer(self, tp: TopicPartition, epoch: int) -> bool:
         """Notes that `tp` has had a leader at `epoch` (e.g. the epoch a committed offset
@@ -224,11 +226,13 @@ class MetadataManager:
         that broker last heard of, at an old epoch: a deposed leader whose log may be
         shorter than the committed offset, which then looks out of range and is reset."""
         if epoch < 0 or epoch <= max(
-            self.cluster.leader_epoch(tp), self._last_seen_epochs.get(tp, -1)
+            self.cluster.leader_epoch(tp), self._epochs_awaiting_metadata.get(tp, -1)
         ):
             return False
-        self._last_seen_epochs[tp] = epoch
-        self.cluster = self.cluster.without_leaders_older_than({tp: epoch})
+        if self.cluster.partition(tp) is None:
+            self._epochs_awaiting_metadata[tp] = epoch
+        else:
+            self.cluster = self.cluster.without_leaders_older_than({tp: epoch})
         return True
 
     def raise_if_unauthorized(self, topics: Iterable[str]) -> None:
@@ -277,12 +281,14 @@ class MetadataManager:
                 self._last_refresh = trio.current_time()
             newer, topic_errors = Cluster.from_response(response)
             cluster = self.cluster.merged(newer, requested)
-            self.cluster = cluster.without_leaders_older_than(self._last_seen_epochs)
-            # An epoch the metadata has reached needs no keeping: merging keeps the newest.
-            for tp in [
-                tp for tp, e in self._last_seen_epochs.items() if cluster.leader_epoch(tp) >= e
-            ]:
-                del self._last_seen_epochs[tp]
+            described = {
+                tp: epoch
+                for tp, epoch in self._epochs_awaiting_metadata.items()
+                if cluster.partition(tp) is not None
+            }
+            self.cluster = cluster.without_leaders_older_than(described)
+            for tp in described:
+                del self._epochs_awaiting_metadata[tp]
             if requested is None:
                 self.topic_errors = topic_errors
             else:
