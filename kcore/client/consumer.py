@@ -888,11 +888,12 @@ class Consumer:
             state = self._assignment[tp]
             if state.paused:
                 continue
+            taken = len(records)
             while state.buffered and len(records) < max_records:
-                record = state.buffered.popleft()
-                records.append(record)
-                state.position = record.offset + 1
-                state.position_epoch = record.leader_epoch
+                records.append(state.buffered.popleft())
+            if len(records) > taken:  # the position follows the last record handed out
+                last = records[-1]
+                state.position, state.position_epoch = last.offset + 1, last.leader_epoch
             if not state.buffered and state.buffer_end is not None:
                 state.position, state.buffer_end = state.buffer_end, None
                 state.position_epoch = state.buffer_end_epoch
