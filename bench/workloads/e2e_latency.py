@@ -263,6 +263,26 @@ async def read_stamped(
                 on_latency(due, now, len(record.value))
 
 
+def e2e_recorder(
+    rows: RowWriter,
+    case: str,
+    case_params: dict[str, object],
+    stamp: WallStamp,
+    latencies: list[float],
+) -> Callable[[float, float, int], None]:
+    """`read_stamped`'s `on_latency` for a case: each measured record's latency kept in
+    `latencies` and written as an `e2e` row at its due time."""
+
+    def measured(due: float, now: float, nbytes: int) -> None:
+        latencies.append(now - due)
+        rows.write(
+            case=case, op="e2e", params=case_params, start_time=stamp(due),
+            latency_ns=round((now - due) * 1e9), nbytes=nbytes,
+        )  # fmt: skip
+
+    return measured
+
+
 def percentile_ms(ordered: list[float], fraction: float) -> float:
     if not ordered:
         return math.nan
@@ -294,13 +314,7 @@ async def _case(
         start = trio.current_time() + 0.001
         measured_from = start + warmup / rate  # due times from here on are measured
 
-        def measured(due: float, now: float, nbytes: int) -> None:
-            latencies.append(now - due)
-            rows.write(
-                case=case, op="e2e", params=case_params, start_time=stamp(due),
-                latency_ns=round((now - due) * 1e9), nbytes=nbytes,
-            )  # fmt: skip
-
+        measured = e2e_recorder(rows, case, case_params, stamp, latencies)
         with trio.fail_after(params.duration * 10 + 60):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(read_stamped, consumer, total, measured_from, measured)
@@ -328,6 +342,7 @@ __all__ = [
     "DUE_STAMP",
     "Deliveries",
     "E2eParams",
+    "e2e_recorder",
     "measure_max_rate",
     "open_clients",
     "percentile_ms",

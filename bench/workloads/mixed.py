@@ -44,6 +44,7 @@ from bench.workloads.consume import spread
 from bench.workloads.e2e_latency import (
     DUE_STAMP,
     Deliveries,
+    e2e_recorder,
     measure_max_rate,
     open_clients,
     percentile_ms,
@@ -170,12 +171,7 @@ async def _case(
         measured_until = start + total / rate  # the schedule's end
         window: list[float] = []  # [acked, consumed] over the measured window
 
-        def measured(due: float, now: float, nbytes: int) -> None:
-            latencies.append(now - due)
-            rows.write(
-                case=case, op="e2e", params=case_params, start_time=stamp(due),
-                latency_ns=round((now - due) * 1e9), nbytes=nbytes,
-            )  # fmt: skip
+        measured = e2e_recorder(rows, case, case_params, stamp, latencies)
 
         def polled(count: int) -> None:
             counts.consumed += count
