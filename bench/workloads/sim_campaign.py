@@ -27,7 +27,6 @@ faults to the cluster converged (None when it never did), read from the seed's t
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import multiprocessing
 import os
 import time
@@ -39,7 +38,7 @@ import trio
 
 from bench._rows import RowWriter
 from bench.workloads import Summary, WorkloadOptions, workload
-from kcore.sim import SeedOutcome, Shape, run_seed
+from kcore.sim import SeedOutcome, Shape, run_seed, start_worker
 from kcore.testing.sim import TOPIC, SimConfig
 
 NAME = "sim-campaign"
@@ -141,11 +140,10 @@ def _rounded(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, 3)
 
 
-def _run_measured_seed(config: SimConfig, log_level: str) -> tuple[SeedOutcome, float | None]:
-    """One seed in a campaign worker (logging at `log_level`, as kcore.sim's workers), with
-    its time to converge. The seed runs traced, to read that time; the outcome keeps the
-    text (trace and report) only for a failure."""
-    logging.getLogger().setLevel(log_level)
+def _run_measured_seed(config: SimConfig) -> tuple[SeedOutcome, float | None]:
+    """One seed in a campaign worker (set up as kcore.sim's workers), with its time to
+    converge. The seed runs traced, to read that time; the outcome keeps the text (trace
+    and report) only for a failure."""
     outcome = run_seed(config, trace=True)
     converge = convergence_seconds(outcome.text.splitlines(), config)
     if outcome.ok:
@@ -159,9 +157,12 @@ def run_measured_campaign(
     """`kcore.sim.run_campaign` with each seed's time to converge: fresh spawned processes,
     outcomes as they complete."""
     with concurrent.futures.ProcessPoolExecutor(
-        max_workers=workers, mp_context=multiprocessing.get_context("spawn")
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=start_worker,
+        initargs=(log_level,),
     ) as pool:
-        futures = [pool.submit(_run_measured_seed, config, log_level) for config in configs]
+        futures = [pool.submit(_run_measured_seed, config) for config in configs]
         for future in concurrent.futures.as_completed(futures):
             yield future.result()
 
