@@ -902,7 +902,10 @@ class Simulation:
 
     async def read_assignment(self) -> None:
         """The topic's assignment once no reassignment is in progress (a reassignment the
-        faults started completes once its new replicas catch up)."""
+        faults started completes once its new replicas catch up). One is in progress from
+        its request until /admin/reassign_partitions is gone: a request no controller has
+        read yet (written while the controller was cut off) has not touched the topic's
+        znode."""
         zk = KafkaZkClient(self.cluster.zk, clock=self.cluster.clock)
         with trio.fail_after(self.config.settle_seconds):
             while True:
@@ -910,7 +913,10 @@ class Simulation:
                 if found is None:
                     raise InvariantViolation(f"topic {TOPIC} has no assignment after its creation")
                 _topic_id, assignment = found
-                if not any(a.is_being_reassigned for a in assignment.values()):
+                requested = await zk.get_partition_reassignment()
+                if requested is None and not any(
+                    a.is_being_reassigned for a in assignment.values()
+                ):
                     break
                 await trio.sleep(0.5)
         self.assignment = {p: tuple(a.replicas) for p, a in sorted(assignment.items())}

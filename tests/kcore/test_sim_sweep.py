@@ -79,6 +79,17 @@ GROUP_REGRESSIONS = {
 }
 
 
+# Seeds of the standing campaign (`./dev bench run sim-campaign`: acks=all,
+# min.insync.replicas=2, 20 s of faults): seed -> (shape, what it found).
+CAMPAIGN_REGRESSIONS = {
+    304362: (
+        Shape(5, 8),
+        "harness: a reassignment requested while the controller was cut off had not reached "
+        "the topic's znode when settling read it, so the checker waited for the old replicas",
+    ),
+}
+
+
 @pytest.mark.parametrize("seed", sorted(REGRESSIONS))
 def test_regression_seed(seed):
     chaos, _found = REGRESSIONS[seed]
@@ -89,6 +100,21 @@ def test_regression_seed(seed):
 @pytest.mark.parametrize("seed", sorted(GROUP_REGRESSIONS))
 def test_group_regression_seed(seed):
     outcome = run_seed(SimConfig(seed=seed, group_consumers=3, idempotent=True))
+    assert outcome.ok, outcome.text
+
+
+@pytest.mark.parametrize("seed", sorted(CAMPAIGN_REGRESSIONS))
+def test_campaign_regression_seed(seed):
+    shape, _found = CAMPAIGN_REGRESSIONS[seed]
+    config = SimConfig(
+        seed=seed,
+        brokers=shape.brokers,
+        partitions=shape.partitions,
+        min_insync_replicas=2,
+        acks="all",
+        chaos_seconds=SWEEP_CHAOS_SECONDS,
+    )
+    outcome = run_seed(config)
     assert outcome.ok, outcome.text
 
 
