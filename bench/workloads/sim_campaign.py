@@ -12,7 +12,7 @@ itself; its replay command is in the summary. (Before the group combinations, se
 combination N mod 4: every seed keeps its shape and producers, and the seeds with
 N mod 8 >= 4 now also run the group, which changes their histories.)
 
-    python -m bench run sim-campaign --seeds 10000 --seed 0    # seeds 0..9999 (~5 h, 2 cores)
+    python -m bench run sim-campaign --seeds 10000 --seed 0    # seeds 0..9999 (~3 h, 2 cores)
 
 The quick suite runs 8 seeds (one per combination), the full suite 200; `--seeds N`
 overrides both, and `--seed` is the first seed.
