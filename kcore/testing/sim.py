@@ -36,6 +36,7 @@ from kcore import errors
 from kcore.common import OFFSETS_TOPIC, LeaderAndIsr, TopicPartition
 from kcore.coordinator.group import partition_for
 from kcore.log import iter_batch_records
+from kcore.server.partition import Partition
 from kcore.testing._cluster import EmbeddedCluster, broker_node, open_cluster
 from kcore.testing._poll import poll_until
 from kcore.testing.group_history import (
@@ -953,16 +954,28 @@ class Simulation:
                 return False
         return True
 
+    def _leader_of(self, tp: TopicPartition) -> Partition | None:
+        """The partition's replica on the broker that leads it now, if one does."""
+        for broker in self.cluster.brokers.values():
+            manager = broker.replica_manager
+            replica = manager.partition(tp) if manager is not None else None
+            if replica is not None and replica.is_leader:
+                return replica
+        return None
+
     async def read_everything(self) -> dict[TopicPartition, list[tuple[int, bytes]]]:
         reads: dict[TopicPartition, list[tuple[int, bytes]]] = {}
         for partition in range(self.config.partitions):
             tp = TopicPartition(TOPIC, partition)
-            leader = next(
-                b
-                for b in self.cluster.brokers.values()
-                if (p := b.replica_manager.partition(tp)) is not None and p.is_leader
+            # The auto leader rebalance keeps running after the cluster converged: while it
+            # moves a leadership, the old leader may have stepped down before the new one
+            # took over (as in Kafka: a client retries), so wait for one.
+            await poll_until(
+                lambda tp=tp: self._leader_of(tp) is not None,
+                timeout=self.config.settle_seconds,
+                every=0.1,
             )
-            replica = leader.replica_manager.partition(tp)
+            replica = self._leader_of(tp)
             log = replica.log
             batches = log.read(log.log_start_offset, 1 << 30, replica.high_watermark)
             reads[tp] = [(r.offset, r.value) for r in iter_batch_records(batches)]

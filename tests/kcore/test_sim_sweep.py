@@ -80,12 +80,22 @@ GROUP_REGRESSIONS = {
 
 
 # Seeds of the standing campaign (`./dev bench run sim-campaign`: acks=all,
-# min.insync.replicas=2, 20 s of faults): seed -> (shape, what it found).
+# min.insync.replicas=2, 20 s of faults): seed -> (shape, idempotent, group consumers, what
+# it found).
 CAMPAIGN_REGRESSIONS = {
     304362: (
         Shape(5, 8),
+        False,
+        0,
         "harness: a reassignment requested while the controller was cut off had not reached "
         "the topic's znode when settling read it, so the checker waited for the old replicas",
+    ),
+    312455: (
+        Shape(5, 8),
+        True,
+        3,
+        "harness: the final read met a partition whose leadership the auto leader rebalance "
+        "was moving (the old leader stepped down first) and crashed on finding no leader",
     ),
 }
 
@@ -105,13 +115,15 @@ def test_group_regression_seed(seed):
 
 @pytest.mark.parametrize("seed", sorted(CAMPAIGN_REGRESSIONS))
 def test_campaign_regression_seed(seed):
-    shape, _found = CAMPAIGN_REGRESSIONS[seed]
+    shape, idempotent, group_consumers, _found = CAMPAIGN_REGRESSIONS[seed]
     config = SimConfig(
         seed=seed,
         brokers=shape.brokers,
         partitions=shape.partitions,
         min_insync_replicas=2,
         acks="all",
+        idempotent=idempotent,
+        group_consumers=group_consumers,
         chaos_seconds=SWEEP_CHAOS_SECONDS,
     )
     outcome = run_seed(config)
